@@ -1,0 +1,22 @@
+"""Attention as a composition of plain functions: a score, a weighting, an average.
+
+Torch only, no scikit-learn. An estimator variant is a choice of functions from these
+registries, not a copy of a loop.
+"""
+
+from ._attend import attend
+from ._scores import SCORES, dot, get_score, neg_sq_euclidean
+from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax
+
+__all__ = [
+    "SCORES",
+    "WEIGHTS",
+    "attend",
+    "dot",
+    "get_score",
+    "get_weight",
+    "hardmax",
+    "linear",
+    "neg_sq_euclidean",
+    "softmax",
+]

@@ -1,0 +1,15 @@
+"""Helpers shared by every estimator: devices, tensors, random state, chunking."""
+
+from ._chunks import chunk_rows, iter_chunks
+from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
+from ._random import make_generator
+
+__all__ = [
+    "DeviceWarning",
+    "chunk_rows",
+    "iter_chunks",
+    "make_generator",
+    "resolve_device",
+    "to_numpy",
+    "to_tensor",
+]

@@ -1,0 +1,35 @@
+"""Chunking by memory: the n x k score tile is the only thing that grows with k."""
+
+# About 2 MiB of float32 scores per tile: small enough to stay in cache, large enough that
+# the per-chunk overhead of torch stays a few percent of the matmul time.
+_TILE_ELEMENTS = 1 << 19
+
+
+def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=1024):
+    """Rows per chunk so that a ``(rows, n_columns)`` tile stays about 2 MiB of float32.
+
+    Parameters
+    ----------
+    n_samples : int
+        Rows in the data.
+    n_columns : int
+        Width of the tile computed per chunk (the number of centers for k-means).
+    batch_size : int or None, default=None
+        An explicit choice; ``None`` picks from the tile size.
+    min_rows : int, default=1024
+        Lower bound of the automatic choice.
+
+    Returns
+    -------
+    int
+    """
+    if batch_size is not None:
+        return max(1, min(int(batch_size), n_samples))
+    rows = max(min_rows, _TILE_ELEMENTS // max(1, n_columns))
+    return max(1, min(rows, n_samples))
+
+
+def iter_chunks(n_samples, rows):
+    """Yield ``slice`` objects that cover ``range(n_samples)`` in steps of ``rows``."""
+    for start in range(0, n_samples, rows):
+        yield slice(start, min(start + rows, n_samples))

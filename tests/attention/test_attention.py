@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from sktransformer.attention import attend, dot, get_score, get_weight, hardmax, linear, \
+    neg_sq_euclidean, softmax
+
+
+def test_neg_sq_euclidean_by_hand():
+    q = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    k = torch.tensor([[3.0, 4.0], [1.0, 1.0]], dtype=torch.float64)
+    expected = -torch.tensor([[25.0, 2.0], [13.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(neg_sq_euclidean(q, k), expected)
+    assert (neg_sq_euclidean(q, q).diagonal() == 0).all()
+
+
+def test_dot_score():
+    q, k = torch.randn(5, 3), torch.randn(4, 3)
+    torch.testing.assert_close(dot(q, k), q @ k.T)
+
+
+def test_hardmax_is_uniform_over_ties():
+    s = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 1.0, 1.0, 1.0]])
+    expected = torch.tensor([[0.0, 0.5, 0.5, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(hardmax(s), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_stable_at_gamma_1e4(dtype):
+    # gamma = 1 / temperature = 1e4 on distances of order 1: exp(-1e4) underflows, but the
+    # max-subtracting softmax gives finite weights, one-hot where the gap is large.
+    s = -torch.tensor([[0.0, 1.0, 4.0], [2.0, 2.0 + 1e-3, 9.0]], dtype=dtype)
+    w = softmax(s, 1e-4)
+    assert torch.isfinite(w).all()
+    torch.testing.assert_close(w.sum(1), torch.ones(2, dtype=dtype))
+    assert w[0, 0] == 1.0 and w[1, 2] == 0.0
+    assert 0.99 < float(w[1, 0]) < 1.0
+
+
+def test_softmax_tends_to_hardmax():
+    s = torch.randn(20, 7, dtype=torch.float64)
+    torch.testing.assert_close(softmax(s, 1e-6), hardmax(s))
+
+
+def test_linear_is_the_weighted_mean():
+    r = torch.tensor([[1.0, 0.0, 3.0]])
+    v = torch.tensor([[2.0], [100.0], [6.0]])
+    torch.testing.assert_close(linear(r) @ v, torch.tensor([[5.0]]))
+
+
+def test_attend_composes_score_and_weight():
+    q, k, v = torch.randn(6, 3), torch.randn(5, 3), torch.randn(5, 2)
+    torch.testing.assert_close(
+        attend(q, k, v, score="dot", temperature=0.7), torch.softmax(q @ k.T / 0.7, 1) @ v)
+    # hard Euclidean attention returns the value of the nearest key
+    nearest = torch.cdist(q, k).argmin(1)
+    torch.testing.assert_close(attend(q, k, v), v[nearest])
+
+
+def test_unknown_names_are_clear_errors():
+    with pytest.raises(ValueError, match="Unknown score 'cosine'"):
+        get_score("cosine")
+    with pytest.raises(ValueError, match="Unknown weighting 'gumbel'"):
+        get_weight("gumbel")
