@@ -5,7 +5,7 @@
 _TILE_ELEMENTS = 1 << 19
 
 
-def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=1024):
+def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=64):
     """Rows per chunk so that a ``(rows, n_columns)`` tile stays about 2 MiB of float32.
 
     Parameters
@@ -16,7 +16,7 @@ def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=1024):
         Width of the tile computed per chunk (the number of centers for k-means).
     batch_size : int or None, default=None
         An explicit choice; ``None`` picks from the tile size.
-    min_rows : int, default=1024
+    min_rows : int, default=64
         Lower bound of the automatic choice.
 
     Returns

@@ -1,0 +1,164 @@
+"""Hard TransformerKMeans against scikit-learn's KMeans and faiss, same init, 20 iterations.
+
+    python benchmarks/bench_kmeans.py                 # the three configurations of issue 8
+    python benchmarks/bench_kmeans.py --configs 0 --repeats 5
+
+Times are taken in this one process, the libraries interleaved repeat by repeat, and the
+minimum over repeats is reported (this machine's timings vary by tens of percent from one
+run to the next). Peak memory is measured in a fresh child process per library: the rise in
+peak RSS during ``fit`` over the RSS once data and init exist. Data: uniform float32 in
+[0, 1)^d, initial centers = k distinct random rows, the same for all libraries.
+
+Fairness: faiss runs with ``max_points_per_centroid`` large enough not to subsample and
+``early_stop_threshold=-1`` so that it does all iterations; scikit-learn runs with
+``algorithm="lloyd", n_init=1, tol=0`` (it still stops on strict convergence: the table
+says how many iterations each ran). Inertia is compared on the first two configurations;
+the third leaves empty clusters, which each library relocates its own way.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CONFIGS = [(100_000, 32, 64), (1_000_000, 16, 16), (200_000, 128, 256)]
+ITERS = 20
+
+
+def make_data(n, d, k, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d), dtype=np.float32)
+    init = X[rng.choice(n, k, replace=False)].copy()
+    return X, init
+
+
+def fit_sklearn(X, init):
+    from sklearn.cluster import KMeans
+    km = KMeans(len(init), init=init, n_init=1, max_iter=ITERS, tol=0, algorithm="lloyd").fit(X)
+    return km.cluster_centers_, km.n_iter_
+
+
+def fit_ours(X, init, **params):
+    from sktransformer import TransformerKMeans
+    km = TransformerKMeans(len(init), init=init, n_init=1, max_iter=ITERS, tol=0,
+                           device=params.pop("device", "cpu"), **params).fit(X)
+    return km.cluster_centers_, km.n_iter_
+
+
+def fit_faiss(X, init):
+    import faiss
+    km = faiss.Kmeans(X.shape[1], len(init), niter=ITERS, max_points_per_centroid=10**9,
+                      min_points_per_centroid=1, early_stop_threshold=-1, verbose=False)
+    km.train(X, init_centroids=init)
+    return km.centroids, ITERS
+
+
+LIBRARIES = {"sklearn": fit_sklearn, "sktransformer": fit_ours, "faiss": fit_faiss}
+
+
+def inertia(X, centers):
+    """Sum of squared distances to the closest center, in float64, by chunks."""
+    total = 0.0
+    c = centers.astype(np.float64)
+    c_sq = (c * c).sum(1)
+    for s in range(0, len(X), 50_000):
+        x = X[s:s + 50_000].astype(np.float64)
+        d = (x * x).sum(1)[:, None] - 2 * x @ c.T + c_sq
+        total += d.min(1).clip(0).sum()
+    return total
+
+
+def _status_mb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError(field)
+
+
+def memory_child(lib, config):
+    X, init = make_data(*CONFIGS[config])
+    LIBRARIES[lib](X[:2000], init)  # import and warm up outside the measurement
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak (VmHWM) to the current RSS
+    base = _status_mb("VmRSS")
+    LIBRARIES[lib](X, init)
+    print(json.dumps({"extra_peak_mb": _status_mb("VmHWM") - base, "data_mb": X.nbytes / 2**20}))
+
+
+def measure_memory(lib, config):
+    out = subprocess.run([sys.executable, __file__, "--memory-child", lib, str(config)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def available(lib):
+    try:
+        __import__({"sklearn": "sklearn", "sktransformer": "sktransformer", "faiss": "faiss"}[lib])
+        return True
+    except ImportError:
+        return False
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        return
+    import torch
+    from threadpoolctl import threadpool_info
+    libs = [lib for lib in LIBRARIES if available(lib)]
+    print(f"threads: torch {torch.get_num_threads()}, BLAS/OpenMP "
+          f"{sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info()})}")
+    results = []
+    for config in args.configs:
+        n, d, k = CONFIGS[config]
+        X, init = make_data(n, d, k)
+        times = {lib: [] for lib in libs}
+        fitted = {}
+        for lib in libs:
+            LIBRARIES[lib](X[:2000], init)  # warm up
+        for _ in range(args.repeats):
+            for lib in libs:
+                start = time.perf_counter()
+                fitted[lib] = LIBRARIES[lib](X, init)
+                times[lib].append(time.perf_counter() - start)
+        for lib in libs:
+            row = {"config": f"n={n} d={d} k={k}", "library": lib,
+                   "time_s": min(times[lib]), "median_s": float(np.median(times[lib])),
+                   "n_iter": int(fitted[lib][1]),
+                   "inertia": inertia(X, np.asarray(fitted[lib][0]))}
+            row["time_ratio_vs_sklearn"] = row["time_s"] / min(times["sklearn"])
+            if not args.no_memory:
+                row.update(measure_memory(lib, config))
+            results.append(row)
+        ref = next(r for r in results if r["config"] == f"n={n} d={d} k={k}" and r["library"] == "sklearn")
+        for r in results:
+            if r["config"] == ref["config"]:
+                r["inertia_ratio_vs_sklearn"] = r["inertia"] / ref["inertia"]
+                if "extra_peak_mb" in r:
+                    r["memory_ratio_vs_sklearn"] = r["extra_peak_mb"] / max(ref["extra_peak_mb"], 1e-9)
+    header = ["config", "library", "time_s", "median_s", "time_ratio_vs_sklearn", "n_iter",
+              "inertia_ratio_vs_sklearn", "extra_peak_mb", "memory_ratio_vs_sklearn"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in results:
+        cells = [r.get(h, "") for h in header]
+        print("| " + " | ".join(f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

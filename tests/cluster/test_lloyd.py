@@ -1,0 +1,89 @@
+"""The chunked fast layer is the token-level circuit, layer for layer."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import KMeans
+
+from sktransformer.cluster import KMeansCircuit
+from sktransformer.cluster import _lloyd
+
+from . import reference
+
+
+def _fast_layers(X, init, n_layers, *, rows, temperature=None, attention="euclidean",
+                 sample_weight=None):
+    Xt = torch.from_numpy(X)
+    shift = Xt.mean(0)
+    x_sq = (Xt - shift).square().sum(1)
+    centers = torch.from_numpy(init) - shift
+    labels = torch.empty(len(X), dtype=torch.long)
+    min_dist = torch.empty(len(X), dtype=Xt.dtype)
+    w = None if sample_weight is None else torch.from_numpy(sample_weight)
+    out = []
+    for _ in range(n_layers):
+        sums, weight = _lloyd.layer(Xt, w, centers, x_sq=x_sq, rows=rows, labels=labels,
+                                    min_dist=min_dist, temperature=temperature,
+                                    attention=attention, shift=shift)
+        centers = _lloyd.average(sums, weight, centers)
+        out.append((labels.clone().numpy(), (centers + shift).numpy(), min_dist.clone().numpy()))
+    return out
+
+
+@pytest.mark.parametrize("rows", [7, 64, 10_000])
+@pytest.mark.parametrize("attention", ["euclidean", "dot"])
+@pytest.mark.parametrize("temperature", [None, 2.0])
+def test_fast_layer_is_the_circuit(rows, attention, temperature):
+    X, init = reference.blobs(scale=2.0)
+    circuit = KMeansCircuit(3, 4, temperature=temperature, attention=attention,
+                            center_update="softmax" if temperature is None else "linear")
+    fast = _fast_layers(X, init, 4, rows=rows, temperature=temperature, attention=attention)
+    for n_layers, (labels, centers, min_dist) in enumerate(fast, start=1):
+        c_ref, l_ref = circuit(torch.from_numpy(X), torch.from_numpy(init), n_layers=n_layers)
+        np.testing.assert_allclose(centers, c_ref.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(labels, l_ref.numpy())
+        # min_dist is the squared distance to the assigned (input) center of the layer
+        previous = init if n_layers == 1 else fast[n_layers - 2][1]
+        np.testing.assert_allclose(min_dist, reference.sq_dist(X, previous)[np.arange(len(X)), labels],
+                                   rtol=1e-9, atol=1e-9)
+
+
+def test_weighted_layer_matches_weighted_reference():
+    X, init = reference.blobs(scale=2.0)
+    w = np.random.default_rng(0).uniform(0.1, 3.0, len(X))
+    fast = _fast_layers(X, init, 3, rows=13, sample_weight=w)
+    for (labels, centers, _), (l_ref, c_ref) in zip(fast, reference.lloyd(X, init, 3, w)):
+        np.testing.assert_array_equal(labels, l_ref)
+        np.testing.assert_allclose(centers, c_ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hard_assign_takes_the_first_of_tied_maxima(dtype):
+    scores = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 1.0, 5.0, 1.0], [0.0, 1.0, 2.0, 9.0]],
+                          dtype=dtype)
+    labels, best, onehot = _lloyd.hard_assign(scores.clone())
+    assert labels.tolist() == [1, 0, 3]
+    assert best.tolist() == [3.0, 5.0, 9.0]
+    assert onehot is None  # a tie sends the tile to argmax
+
+
+def test_hard_assign_without_ties_returns_the_onehot():
+    scores = torch.randn(500, 37, dtype=torch.float64)
+    labels, best, onehot = _lloyd.hard_assign(scores.clone())
+    np.testing.assert_array_equal(labels.numpy(), scores.argmax(1).numpy())
+    torch.testing.assert_close(best, scores.amax(1))
+    torch.testing.assert_close(onehot, torch.nn.functional.one_hot(labels, 37).double())
+
+
+def test_empty_cluster_is_relocated_as_sklearn_does():
+    X, init = reference.blobs(scale=1.0)
+    init = init.copy()
+    init[3] = [100.0, 100.0, 100.0]  # attracts no point: empty after the first assignment
+    from sktransformer import TransformerKMeans
+    ours = TransformerKMeans(4, init=init, n_init=1, max_iter=1, tol=0, device="cpu").fit(X)
+    theirs = KMeans(4, init=init, n_init=1, max_iter=1, tol=0, algorithm="lloyd").fit(X)
+    assert np.isfinite(ours.cluster_centers_).all()
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-10)
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+    # the relocated center is a data point: the one farthest from its center
+    assert any(np.allclose(ours.cluster_centers_[3], x) for x in X)

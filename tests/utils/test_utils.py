@@ -1,0 +1,52 @@
+import numpy as np
+import pytest
+import torch
+
+from sktransformer.utils import chunk_rows, iter_chunks, make_generator, resolve_device, \
+    to_numpy, to_tensor
+
+
+def test_generator_is_seeded_from_random_state():
+    a = torch.rand(5, generator=make_generator(3))
+    b = torch.rand(5, generator=make_generator(3))
+    c = torch.rand(5, generator=make_generator(4))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    rs = np.random.RandomState(0)
+    first, second = make_generator(rs).initial_seed(), make_generator(rs).initial_seed()
+    assert first != second  # a RandomState instance is advanced, as in scikit-learn
+
+
+def test_generator_from_none_does_not_touch_the_global_seed():
+    state = torch.get_rng_state()
+    g1, g2 = make_generator(None), make_generator(None)
+    assert g1.initial_seed() != g2.initial_seed()
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_chunks_cover_every_row_once():
+    rows = chunk_rows(1000, 64, batch_size=None)
+    covered = np.concatenate([np.arange(1000)[sl] for sl in iter_chunks(1000, rows)])
+    np.testing.assert_array_equal(covered, np.arange(1000))
+    assert chunk_rows(10, 3, batch_size=4) == 4
+    assert chunk_rows(10, 3, batch_size=400) == 10
+    # the tile stays bounded when k is large
+    assert chunk_rows(10**7, 4096) * 4096 <= 2 * (1 << 19)
+
+
+def test_to_tensor_shares_memory_on_cpu_and_to_numpy_copies_back():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = to_tensor(a, "cpu")
+    assert t.data_ptr() == a.__array_interface__["data"][0]
+    assert isinstance(to_numpy(t * 2), np.ndarray)
+
+
+def test_resolve_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(ValueError, match="not a valid device"):
+        resolve_device("tpu-ish")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        resolve_device("cuda:0")
+    with pytest.warns(UserWarning, match="using the CPU"):
+        assert resolve_device("cuda", fallback=True) == torch.device("cpu")
