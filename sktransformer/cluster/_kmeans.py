@@ -18,7 +18,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..utils import chunk_rows, iter_chunks, make_generator, resolve_device, to_numpy, to_tensor
+from ..utils import (
+    ChunkRunner,
+    chunk_rows,
+    iter_chunks,
+    make_generator,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
 from . import _lloyd
 from ._circuit import KMeansCircuit
 from ._init import kmeans_plusplus, random_rows
@@ -104,7 +112,7 @@ default="k-means++"
         Print the inertia after each layer and the reason for stopping.
     batch_size : int or None, default=None
         Points processed per chunk; ``None`` chooses so that the ``(chunk, n_clusters)``
-        score tile is about 2 MiB. Memory, not the result, depends on it.
+        score tile is about 1 MiB. Memory, not the result, depends on it.
 
     Attributes
     ----------
@@ -251,11 +259,12 @@ default="k-means++"
                                              shift=shift)
                 if self.verbose:
                     print("Initialization complete")
-                result = _lloyd.run_layers(
-                    Xt, wt, centers, x_sq=x_sq, rows=rows, max_iter=self.max_iter, tol=tol,
-                    temperature=self.temperature, attention=self.attention, shift=shift,
-                    verbose=self.verbose,
-                )
+                with ChunkRunner.for_device(device, n_samples, rows) as runner:
+                    result = _lloyd.run_layers(
+                        Xt, wt, centers, x_sq=x_sq, rows=rows, max_iter=self.max_iter,
+                        tol=tol, temperature=self.temperature, attention=self.attention,
+                        shift=shift, verbose=self.verbose, runner=runner,
+                    )
                 if best is None or result[2] < best[2]:
                     best = result
             centers, labels, inertia, n_iter = best
@@ -293,8 +302,16 @@ default="k-means++"
     def _sq_distances(self, X):
         """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
         Xt, centers, shift, x_sq, rows = self._prepare(X)
-        return _lloyd.sq_distances(Xt, centers, x_sq=x_sq, rows=rows, attention=self.attention,
-                                   shift=shift)
+        with ChunkRunner.for_device(Xt.device, Xt.shape[0], rows) as runner:
+            return _lloyd.sq_distances(Xt, centers, x_sq=x_sq, rows=rows,
+                                       attention=self.attention, shift=shift, runner=runner)
+
+    def _assign(self, X):
+        """Labels and squared distances to the closest center, as tensors."""
+        Xt, centers, shift, x_sq, rows = self._prepare(X)
+        with ChunkRunner.for_device(Xt.device, Xt.shape[0], rows) as runner:
+            return _lloyd.assign(Xt, centers, x_sq=x_sq, rows=rows, attention=self.attention,
+                                 shift=shift, runner=runner)
 
     def predict(self, X):
         """Index of the closest center for each sample (the assignment block).
@@ -308,10 +325,7 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         with torch.inference_mode():
-            Xt, centers, shift, x_sq, rows = self._prepare(X)
-            labels, _ = _lloyd.assign(Xt, centers, x_sq=x_sq, rows=rows,
-                                      attention=self.attention, shift=shift)
-            return to_numpy(labels).astype(np.int32)
+            return to_numpy(self._assign(X)[0]).astype(np.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``."""
@@ -369,10 +383,7 @@ default="k-means++"
         score : float
         """
         with torch.inference_mode():
-            Xt, centers, shift, x_sq, rows = self._prepare(X)
-            _, min_dist = _lloyd.assign(Xt, centers, x_sq=x_sq, rows=rows,
-                                        attention=self.attention, shift=shift)
-            min_dist = to_numpy(min_dist).astype(np.float64)
+            min_dist = to_numpy(self._assign(X)[1]).astype(np.float64)
         sample_weight = _check_sample_weight(sample_weight, len(min_dist), np.float64)
         if sample_weight is not None:
             min_dist = min_dist * sample_weight

@@ -4,9 +4,9 @@ In :class:`~sktransformer.cluster.KMeansCircuit` every ``Q, K, V`` is a block se
 ``P_x`` or ``P_y``, so a layer never needs the ``D x D`` products:
 
 * the assignment block is dot-product attention on augmented tokens (Theorem 2.2): one
-  matmul of point tokens ``[x, 1]`` with center tokens ``[c, -||c||^2 / 2]`` scores
+  matmul of center tokens ``[c, -||c||^2 / 2]`` with point tokens ``[x, 1]`` scores
   ``x.c - ||c||^2 / 2``, the Euclidean score up to a per-point constant. Its arg-max output
-  ``e_a(i)`` is stored as the integer ``a(i)`` (hard) or as the row of soft weights (soft);
+  ``e_a(i)`` is stored as the integer ``a(i)`` (hard) or as the column of soft weights (soft);
 * the reset blocks overwrite ``y`` and ``c`` (a token attending to itself subtracts itself);
 * the center update averages the members: ``index_add`` of the points by label (hard), or
   ``R^T [X, 1]`` (soft: the linear update, sums and weights in one matmul).
@@ -19,22 +19,24 @@ All functions take valid tensors (no input validation) and return tensors.
 
 import torch
 
-from ..utils import iter_chunks
+from ..utils import ChunkRunner, iter_chunks
 
 
 class Tokens:
-    """Augmented point and center tokens for one score form, with reusable chunk buffers.
+    """Augmented center tokens for one score form, and the point tokens of each chunk.
 
     ``"euclidean"``: points ``[x, 1]``, centers ``[c, -||c||^2/2]``: score
     ``s = x.c - ||c||^2/2``, so ``||x - c||^2 = ||x||^2 - 2 s`` and the softmax logit is
     ``2 s / t``. ``"dot"``: the paper's tokens ``[x, ||x||^2, 1]`` and
     ``[2c, -1, -||c||^2]``: ``s = -||x - c||^2`` exactly, the logit is ``s / t``.
     Points are centered by ``shift`` on the way in (precision in float32).
+
+    Scores come as a ``(k, rows)`` tile: centers attend along rows, points along columns,
+    which is the layout in which the arg-max over centers vectorizes across points.
     """
 
     def __init__(self, X, centers, *, x_sq, rows, attention="euclidean", shift=None):
-        self.X, self.x_sq, self.shift, self.attention = X, x_sq, shift, attention
-        d = X.shape[1]
+        self.X, self.x_sq, self.shift, self.attention, self.rows = X, x_sq, shift, attention, rows
         half = 0.5 * centers.square().sum(1, keepdim=True)
         if attention == "dot":
             self.keys = torch.cat([2.0 * centers, -torch.ones_like(half), -2.0 * half], 1)
@@ -42,79 +44,90 @@ class Tokens:
         else:
             self.keys = torch.cat([centers, -half], 1)
             self.scale = 2.0
-        self._buffer = X.new_empty(min(rows, X.shape[0]), self.keys.shape[1])
-        self._buffer[:, d:] = 1.0
-        self._tile = X.new_empty(self._buffer.shape[0], centers.shape[0])
-        self._d = d
 
-    def chunk(self, sl):
-        """Point tokens of the rows ``sl`` (a view into a reused buffer) and their scores."""
-        m = sl.stop - sl.start
-        tokens = self._buffer[:m]
-        x = tokens[:, :self._d]
-        if self.shift is None:
-            x.copy_(self.X[sl])
-        else:
-            torch.sub(self.X[sl], self.shift, out=x)
-        if self.attention == "dot":
-            tokens[:, self._d] = self.x_sq[sl]
-        scores = torch.mm(tokens, self.keys.T, out=self._tile[:m])
-        return x, tokens, scores
+    def chunks(self, start, stop):
+        """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
+
+        The tokens and the tile are views into buffers owned by this generator, overwritten
+        by the next chunk: one generator per worker.
+        """
+        d, rows = self.X.shape[1], min(self.rows, stop - start)
+        buffer = self.X.new_empty(rows, self.keys.shape[1])
+        buffer[:, d:] = 1.0
+        tile = self.X.new_empty(self.keys.shape[0], rows)
+        for sl in iter_chunks(stop, rows, start):
+            m = sl.stop - sl.start
+            tokens = buffer[:m]
+            if self.shift is None:
+                tokens[:, :d].copy_(self.X[sl])
+            else:
+                torch.sub(self.X[sl], self.shift, out=tokens[:, :d])
+            if self.attention == "dot":
+                tokens[:, d] = self.x_sq[sl]
+            out = tile if m == rows else tile[:, :m].contiguous()
+            yield sl, tokens, torch.mm(self.keys, tokens.T, out=out)
 
     def sq_dist(self, sl, best):
-        """Squared distance to the center of score ``best``."""
+        """Squared distance to the center of score ``best`` (broadcasts over centers)."""
         if self.attention == "dot":
             return -best
         return torch.addcmul(self.x_sq[sl], best, best.new_tensor(-2.0))
 
-
-# Up to this many centers the one-hot update ``onehot^T [x, 1]`` (a small matmul) beats
-# ``index_add`` on the CPU, whose scatter into few rows serializes.
-_ONEHOT_UPDATE_MAX_K = 32
+    def values(self, tokens):
+        """``[x, 1]``: the values the center update averages (its last entry sums weights)."""
+        if self.attention == "dot":
+            tokens[:, self.X.shape[1]] = 1.0
+        return tokens
 
 
 def hard_assign(scores):
-    """Arg-max of each row (lowest index on ties), the row maximum and the one-hot.
+    """Arg-max over centers of a ``(k, m)`` score tile, and the maxima: labels (m,), best (m,).
 
-    The one-hot of the maximum is ``sign(s - max) + 1`` (exactly 1 at the maximum, 0
-    elsewhere), made in place in ``scores``: vectorized float ops, several times faster than
-    ``argmax`` over a short row on the CPU, and a matvec gives the labels. A tie (the tile
-    holds more ones than rows) sends the tile to ``argmax`` and the one-hot comes back None.
+    The tile is read as an image with ``m`` channels and one row of ``k`` pixels in
+    channels-last memory, so ``max_pool2d`` over the row returns the maximum and its index
+    vectorized across points: several times faster than ``argmax`` over short rows on the
+    CPU. Ties go to the lowest index (the pool keeps the first maximum), as in scikit-learn.
     """
-    best = scores.amax(1, keepdim=True)
-    onehot = scores.sub_(best).sign_().add_(1.0)
-    if float(onehot.sum()) != onehot.shape[0]:  # exact: counts of ones are small integers
-        return onehot.argmax(1), best.squeeze(1), None  # argmax takes the first maximum
-    index = torch.arange(onehot.shape[1], dtype=onehot.dtype, device=onehot.device)
-    return torch.mv(onehot, index).long(), best.squeeze(1), onehot
+    k, m = scores.shape
+    image = scores.as_strided((1, m, 1, k), (m * k, 1, m * k, m))
+    best, labels = torch.nn.functional.max_pool2d(image, (1, k), return_indices=True)
+    return labels.view(m), best.view(m)
 
 
-def assign(X, centers, *, x_sq, rows, attention="euclidean", shift=None):
+_SERIAL = ChunkRunner(1)
+
+
+def assign(X, centers, *, x_sq, rows, attention="euclidean", shift=None, runner=_SERIAL):
     """The assignment block alone: labels and squared distances to the closest center."""
     n = X.shape[0]
     labels = torch.empty(n, dtype=torch.long, device=X.device)
     min_dist = torch.empty(n, dtype=X.dtype, device=X.device)
     tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
-    for sl in iter_chunks(n, rows):
-        _, _, scores = tokens.chunk(sl)
-        labels[sl], best, _ = hard_assign(scores)
-        min_dist[sl] = tokens.sq_dist(sl, best)
+
+    def span(start, stop):
+        for sl, _, scores in tokens.chunks(start, stop):
+            labels[sl], best = hard_assign(scores)
+            min_dist[sl] = tokens.sq_dist(sl, best)
+
+    runner.map(span, n)
     return labels, min_dist.clamp_(min=0.0)
 
 
-def sq_distances(X, centers, *, x_sq, rows, attention="euclidean", shift=None):
+def sq_distances(X, centers, *, x_sq, rows, attention="euclidean", shift=None, runner=_SERIAL):
     """Squared distances to every center, shape (n_samples, n_clusters)."""
     out = X.new_empty(X.shape[0], centers.shape[0])
     tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
-    for sl in iter_chunks(X.shape[0], rows):
-        _, _, scores = tokens.chunk(sl)
-        out[sl] = tokens.sq_dist(sl, scores) if attention == "dot" else \
-            x_sq[sl].unsqueeze(1) - 2.0 * scores
+
+    def span(start, stop):
+        for sl, _, scores in tokens.chunks(start, stop):
+            out[sl] = (-scores if attention == "dot" else x_sq[sl] - 2.0 * scores).T
+
+    runner.map(span, X.shape[0])
     return out.clamp_(min=0.0)
 
 
 def layer(X, sample_weight, centers, *, x_sq, rows, labels, min_dist,
-          temperature=None, attention="euclidean", shift=None):
+          temperature=None, attention="euclidean", shift=None, runner=_SERIAL):
     """One layer (one Lloyd step) from ``centers``.
 
     Parameters
@@ -135,6 +148,8 @@ def layer(X, sample_weight, centers, *, x_sq, rows, labels, min_dist,
     attention : {"euclidean", "dot"}
     shift : Tensor of shape (n_features,) or None
         Subtracted from each chunk.
+    runner : ChunkRunner
+        Splits the rows among worker threads.
 
     Returns
     -------
@@ -142,31 +157,26 @@ def layer(X, sample_weight, centers, *, x_sq, rows, labels, min_dist,
         Weighted sums of the members (hard) or ``R^T X`` (soft).
     weight_in_clusters : Tensor of shape (n_clusters,)
     """
-    n, d = X.shape
-    k = centers.shape[0]
+    d = X.shape[1]
     tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
-    acc = X.new_zeros(k, tokens.keys.shape[1])  # [sums, weight] (and a spare slot for dot)
-    for sl in iter_chunks(n, rows):
-        x, tok, scores = tokens.chunk(sl)
-        w = None if sample_weight is None else sample_weight[sl]
-        if temperature is None:
-            lab, best, onehot = hard_assign(scores)
+
+    def span(start, stop):
+        acc = X.new_zeros(centers.shape[0], tokens.keys.shape[1])  # [sums, weight, ...]
+        for sl, tok, scores in tokens.chunks(start, stop):
+            lab, best = hard_assign(scores)
             labels[sl] = lab
             min_dist[sl] = tokens.sq_dist(sl, best)
-            tok[:, d] = 1.0  # the value appended to x: its sum is the cluster weight
-            values = tok if w is None else tok * w.unsqueeze(1)
-            if onehot is not None and k <= _ONEHOT_UPDATE_MAX_K:
-                acc.addmm_(onehot.T, values)
-            else:
+            values = tokens.values(tok)
+            if sample_weight is not None:
+                values = values * sample_weight[sl].unsqueeze(1)
+            if temperature is None:
                 acc.index_add_(0, lab, values)
-        else:
-            best, labels[sl] = scores.max(1)
-            min_dist[sl] = tokens.sq_dist(sl, best)
-            r = torch.softmax(scores.mul_(tokens.scale / temperature), dim=1)
-            if w is not None:
-                r.mul_(w.unsqueeze(1))
-            tok[:, d] = 1.0
-            acc.addmm_(r.T, tok)
+            else:
+                acc.addmm_(torch.softmax(scores.mul_(tokens.scale / temperature), dim=0),
+                           values)
+        return acc
+
+    acc = sum(runner.map(span, X.shape[0]))
     min_dist.clamp_(min=0.0)
     return acc[:, :d], acc[:, d].clone()
 
@@ -203,7 +213,8 @@ def average(sums, weight_in_clusters, old_centers):
 
 
 def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
-               temperature=None, attention="euclidean", shift=None, verbose=0):
+               temperature=None, attention="euclidean", shift=None, verbose=0,
+               runner=_SERIAL):
     """Apply the layer until convergence or ``max_iter`` layers (scikit-learn's Lloyd loop).
 
     Stops on strict convergence (labels unchanged, hard mode only) or when the total squared
@@ -223,7 +234,7 @@ def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
     for i in range(max_iter):
         sums, weight = layer(X, sample_weight, centers, x_sq=x_sq, rows=rows, labels=labels,
                              min_dist=min_dist, temperature=temperature,
-                             attention=attention, shift=shift)
+                             attention=attention, shift=shift, runner=runner)
         relocate_empty(X, sample_weight, sums, weight, labels, min_dist, shift=shift, hard=hard)
         new_centers = average(sums, weight, centers)
         if verbose:
@@ -243,6 +254,6 @@ def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
         labels, labels_old = labels_old, labels
     if not strict:
         labels, min_dist = assign(X, centers, x_sq=x_sq, rows=rows, attention=attention,
-                                  shift=shift)
+                                  shift=shift, runner=runner)
     dist = min_dist if sample_weight is None else min_dist * sample_weight
     return centers, labels, float(dist.sum()), i + 1

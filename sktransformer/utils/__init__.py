@@ -1,10 +1,12 @@
-"""Helpers shared by every estimator: devices, tensors, random state, chunking."""
+"""Helpers shared by every estimator: devices, tensors, random state, chunking, threads."""
 
 from ._chunks import chunk_rows, iter_chunks
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
+from ._parallel import ChunkRunner
 from ._random import make_generator
 
 __all__ = [
+    "ChunkRunner",
     "DeviceWarning",
     "chunk_rows",
     "iter_chunks",

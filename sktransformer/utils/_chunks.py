@@ -1,12 +1,12 @@
 """Chunking by memory: the n x k score tile is the only thing that grows with k."""
 
-# About 2 MiB of float32 scores per tile: small enough to stay in cache, large enough that
+# About 1 MiB of float32 scores per tile: small enough to stay in cache, large enough that
 # the per-chunk overhead of torch stays a few percent of the matmul time.
-_TILE_ELEMENTS = 1 << 19
+_TILE_ELEMENTS = 1 << 18
 
 
 def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=64):
-    """Rows per chunk so that a ``(rows, n_columns)`` tile stays about 2 MiB of float32.
+    """Rows per chunk so that a ``(rows, n_columns)`` tile stays about 1 MiB of float32.
 
     Parameters
     ----------
@@ -29,7 +29,7 @@ def chunk_rows(n_samples, n_columns, batch_size=None, min_rows=64):
     return max(1, min(rows, n_samples))
 
 
-def iter_chunks(n_samples, rows):
-    """Yield ``slice`` objects that cover ``range(n_samples)`` in steps of ``rows``."""
-    for start in range(0, n_samples, rows):
-        yield slice(start, min(start + rows, n_samples))
+def iter_chunks(stop, rows, start=0):
+    """Yield ``slice`` objects that cover ``range(start, stop)`` in steps of ``rows``."""
+    for lo in range(start, stop, rows):
+        yield slice(lo, min(lo + rows, stop))

@@ -59,20 +59,20 @@ def test_weighted_layer_matches_weighted_reference():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_hard_assign_takes_the_first_of_tied_maxima(dtype):
+    # a (k, m) tile: one column per point
     scores = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 1.0, 5.0, 1.0], [0.0, 1.0, 2.0, 9.0]],
-                          dtype=dtype)
-    labels, best, onehot = _lloyd.hard_assign(scores.clone())
+                          dtype=dtype).T.contiguous()
+    labels, best = _lloyd.hard_assign(scores)
     assert labels.tolist() == [1, 0, 3]
     assert best.tolist() == [3.0, 5.0, 9.0]
-    assert onehot is None  # a tie sends the tile to argmax
 
 
-def test_hard_assign_without_ties_returns_the_onehot():
-    scores = torch.randn(500, 37, dtype=torch.float64)
-    labels, best, onehot = _lloyd.hard_assign(scores.clone())
-    np.testing.assert_array_equal(labels.numpy(), scores.argmax(1).numpy())
-    torch.testing.assert_close(best, scores.amax(1))
-    torch.testing.assert_close(onehot, torch.nn.functional.one_hot(labels, 37).double())
+@pytest.mark.parametrize("shape", [(37, 500), (1, 9), (300, 3)])
+def test_hard_assign_is_argmax_over_centers(shape):
+    scores = torch.randn(*shape, dtype=torch.float64)
+    labels, best = _lloyd.hard_assign(scores)
+    np.testing.assert_array_equal(labels.numpy(), scores.argmax(0).numpy())
+    torch.testing.assert_close(best, scores.amax(0))
 
 
 def test_empty_cluster_is_relocated_as_sklearn_does():

@@ -1,0 +1,68 @@
+"""Parallelism over chunks of rows, the way scikit-learn's k-means parallelizes.
+
+A layer runs about ten short torch ops per chunk. With torch's own intra-op threads every op
+is a parallel region with a barrier, and on a few cores the barriers cost more than the
+work. Instead each worker thread takes a contiguous span of rows and runs its ops
+single-threaded (torch releases the GIL inside ops), so the only synchronization is the
+sum of the workers' partial results.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+
+class ChunkRunner:
+    """Run ``fn(start, stop)`` over ``n_workers`` contiguous spans of ``range(n)``.
+
+    Use as a context manager: on entry with more than one worker it sets torch's intra-op
+    threads to 1 and starts the threads; on exit it restores the previous thread count.
+    ``torch.set_num_threads`` is process-wide, so torch work in other threads of the program
+    runs single-threaded meanwhile.
+
+    Parameters
+    ----------
+    n_workers : int
+        Worker threads; 1 runs in the calling thread and changes nothing (GPU, tiny data).
+    """
+
+    def __init__(self, n_workers=1):
+        self.n_workers = max(1, int(n_workers))
+        self._pool = None
+        self._saved_threads = None
+
+    @classmethod
+    def for_device(cls, device, n_samples, rows):
+        """One worker per torch thread on the CPU when there are chunks enough to share."""
+        if torch.device(device).type != "cpu":
+            return cls(1)
+        return cls(min(torch.get_num_threads(), -(-n_samples // rows)))
+
+    def __enter__(self):
+        if self.n_workers > 1:
+            self._saved_threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sktransformer")
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+            torch.set_num_threads(self._saved_threads)
+        return False
+
+    def map(self, fn, n):
+        """``[fn(start, stop) for each span]``, in span order."""
+        if self._pool is None:
+            return [fn(0, n)]
+        # grad and inference modes are thread-local: carry the caller's into the workers
+        inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+        def run(lo, hi):
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                return fn(lo, hi)
+
+        bounds = [n * i // self.n_workers for i in range(self.n_workers + 1)]
+        futures = [self._pool.submit(run, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+        return [f.result() for f in futures]
