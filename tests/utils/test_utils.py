@@ -50,3 +50,27 @@ def test_resolve_device(monkeypatch):
         resolve_device("cuda:0")
     with pytest.warns(UserWarning, match="using the CPU"):
         assert resolve_device("cuda", fallback=True) == torch.device("cpu")
+
+
+def test_chunk_runner_splits_restores_threads_and_carries_inference_mode():
+    from sktransformer.utils import ChunkRunner
+    before = torch.get_num_threads()
+    seen = []
+
+    def span(lo, hi):
+        seen.append((lo, hi, torch.get_num_threads(), torch.is_inference_mode_enabled()))
+        return hi - lo
+
+    with torch.inference_mode(), ChunkRunner(3) as runner:
+        assert sum(runner.map(span, 10)) == 10
+    assert sorted(s[:2] for s in seen) == [(0, 3), (3, 6), (6, 10)]
+    assert all(threads == 1 and inference for _, _, threads, inference in seen)
+    assert torch.get_num_threads() == before
+    assert ChunkRunner(1).map(span, 4) == [4]
+
+
+def test_fit_leaves_torch_threads_as_it_found_them():
+    from sktransformer import TransformerKMeans
+    before = torch.get_num_threads()
+    TransformerKMeans(3, device="cpu", random_state=0).fit(np.random.rand(50_000, 4))
+    assert torch.get_num_threads() == before
