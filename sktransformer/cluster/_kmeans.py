@@ -51,20 +51,24 @@ def _check_sample_weight(sample_weight, n_samples, dtype):
     return sample_weight
 
 
-def _mean_and_sq_norms(X, rows):
-    """Column means (float64) and ``||x_i - mean||^2``, chunked: no full copy of X."""
+def _sq_norms(X, shift, rows):
+    """``||x_i - shift||^2``, chunked: no full copy of X."""
+    x_sq = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+    for sl in iter_chunks(X.shape[0], rows):
+        x_sq[sl] = (X[sl] - shift).square().sum(1)
+    return x_sq
+
+
+def _mean_and_mean_variance(X, rows):
+    """Column means (in X's dtype) and the mean of the column variances, chunked."""
     total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
         total += X[sl].sum(0, dtype=torch.float64)
-    mean64 = total / X.shape[0]
-    mean = mean64.to(X.dtype)
-    x_sq = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+    mean = (total / X.shape[0]).to(X.dtype)
     var = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
-        centered = X[sl] - mean
-        x_sq[sl] = centered.square().sum(1)
-        var += centered.to(torch.float64).square().sum(0)
-    return mean, x_sq, float((var / X.shape[0]).mean())
+        var += (X[sl] - mean).square().sum(0, dtype=torch.float64)
+    return mean, float((var / X.shape[0]).mean())
 
 
 class TransformerKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -182,13 +186,16 @@ default="k-means++"
 
     # -- fitting -----------------------------------------------------------------------
 
-    def _check_init(self, X):
-        """The init as an array of shape (n_clusters, n_features) of X's dtype, or a string."""
+    def _check_init(self, X, random_state):
+        """The init as an array of shape (n_clusters, n_features) of X's dtype, or a string.
+
+        A callable is called here, once per initialization, with ``random_state``.
+        """
         init = self.init
         if isinstance(init, str):
             return init
         if callable(init):
-            init = init(X, self.n_clusters, random_state=check_random_state(self.random_state))
+            init = init(X, self.n_clusters, random_state=random_state)
         init = check_array(init, dtype=X.dtype, copy=True, order="C")
         if init.shape != (self.n_clusters, X.shape[1]):
             raise ValueError(
@@ -236,7 +243,8 @@ default="k-means++"
             )
         sample_weight = _check_sample_weight(sample_weight, n_samples, X.dtype)
         n_init = self._n_init()
-        init = self._check_init(X)
+        random_state = check_random_state(self.random_state)  # for a callable init only
+        init = self._check_init(X, random_state)
         device = resolve_device(self.device)
         generator = make_generator(self.random_state, device=device)
 
@@ -244,10 +252,13 @@ default="k-means++"
             Xt = to_tensor(X, device)
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
-            shift, x_sq, mean_var = _mean_and_sq_norms(Xt, rows)
+            shift, mean_var = _mean_and_mean_variance(Xt, rows)
+            x_sq = _sq_norms(Xt, shift, rows)
             tol = self.tol * mean_var
             best = None
-            for _ in range(n_init):
+            for run in range(n_init):
+                if run > 0 and callable(self.init):
+                    init = self._check_init(X, random_state)
                 if isinstance(init, np.ndarray):
                     centers = to_tensor(init, device) - shift
                 elif init == "k-means++":
@@ -294,10 +305,7 @@ default="k-means++"
         centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
         shift = centers.mean(0)
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
-        x_sq = torch.empty(X.shape[0], dtype=Xt.dtype, device=device)
-        for sl in iter_chunks(X.shape[0], rows):
-            x_sq[sl] = (Xt[sl] - shift).square().sum(1)
-        return Xt, centers - shift, shift, x_sq, rows
+        return Xt, centers - shift, shift, _sq_norms(Xt, shift, rows), rows
 
     def _sq_distances(self, X):
         """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
