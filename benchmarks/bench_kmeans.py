@@ -18,7 +18,6 @@ the third leaves empty clusters, which each library relocates its own way.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time

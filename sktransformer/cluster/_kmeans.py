@@ -254,6 +254,8 @@ default="k-means++"
             rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
             shift, mean_var = _mean_and_mean_variance(Xt, rows)
             x_sq = _sq_norms(Xt, shift, rows)
+            points = _lloyd.PointTokens(Xt, x_sq=x_sq, rows=rows, attention=self.attention,
+                                        shift=shift)
             tol = self.tol * mean_var
             best = None
             for run in range(n_init):
@@ -272,9 +274,8 @@ default="k-means++"
                     print("Initialization complete")
                 with ChunkRunner.for_device(device, n_samples, rows) as runner:
                     result = _lloyd.run_layers(
-                        Xt, wt, centers, x_sq=x_sq, rows=rows, max_iter=self.max_iter,
-                        tol=tol, temperature=self.temperature, attention=self.attention,
-                        shift=shift, verbose=self.verbose, runner=runner,
+                        points, wt, centers, max_iter=self.max_iter, tol=tol,
+                        temperature=self.temperature, verbose=self.verbose, runner=runner,
                     )
                 if best is None or result[2] < best[2]:
                     best = result
@@ -296,7 +297,7 @@ default="k-means++"
     # -- using the fitted centers ------------------------------------------------------
 
     def _prepare(self, X):
-        """Validated X and the tensors that every predict-time block needs."""
+        """Point tokens of the validated X and the centers in their coordinates."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
                           accept_sparse=False, reset=False)
@@ -305,21 +306,21 @@ default="k-means++"
         centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
         shift = centers.mean(0)
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
-        return Xt, centers - shift, shift, _sq_norms(Xt, shift, rows), rows
+        points = _lloyd.PointTokens(Xt, x_sq=_sq_norms(Xt, shift, rows), rows=rows,
+                                    attention=self.attention, shift=shift)
+        return points, centers - shift
 
     def _sq_distances(self, X):
         """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
-        Xt, centers, shift, x_sq, rows = self._prepare(X)
-        with ChunkRunner.for_device(Xt.device, Xt.shape[0], rows) as runner:
-            return _lloyd.sq_distances(Xt, centers, x_sq=x_sq, rows=rows,
-                                       attention=self.attention, shift=shift, runner=runner)
+        points, centers = self._prepare(X)
+        with ChunkRunner.for_device(centers.device, points.n, points.rows) as runner:
+            return _lloyd.sq_distances(points, centers, runner=runner)
 
     def _assign(self, X):
         """Labels and squared distances to the closest center, as tensors."""
-        Xt, centers, shift, x_sq, rows = self._prepare(X)
-        with ChunkRunner.for_device(Xt.device, Xt.shape[0], rows) as runner:
-            return _lloyd.assign(Xt, centers, x_sq=x_sq, rows=rows, attention=self.attention,
-                                 shift=shift, runner=runner)
+        points, centers = self._prepare(X)
+        with ChunkRunner.for_device(centers.device, points.n, points.rows) as runner:
+            return _lloyd.assign(points, centers, runner=runner)
 
     def predict(self, X):
         """Index of the closest center for each sample (the assignment block).

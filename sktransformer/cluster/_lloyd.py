@@ -22,50 +22,62 @@ import torch
 from ..utils import ChunkRunner, iter_chunks
 
 
-class Tokens:
-    """Augmented center tokens for one score form, and the point tokens of each chunk.
+class PointTokens:
+    """The point tokens of one data set, and the center keys that score against them.
 
     ``"euclidean"``: points ``[x, 1]``, centers ``[c, -||c||^2/2]``: score
     ``s = x.c - ||c||^2/2``, so ``||x - c||^2 = ||x||^2 - 2 s`` and the softmax logit is
     ``2 s / t``. ``"dot"``: the paper's tokens ``[x, ||x||^2, 1]`` and
     ``[2c, -1, -||c||^2]``: ``s = -||x - c||^2`` exactly, the logit is ``s / t``.
-    Points are centered by ``shift`` on the way in (precision in float32).
+    Points are centered by ``shift`` (precision in float32); centers live in the same
+    shifted coordinates.
+
+    Each chunk's tokens are built into a reused buffer, never all ``n`` at once. (Building
+    them once per fit, as scikit-learn makes one centered copy of X, measured slower on the
+    benchmark's first two configurations: the per-chunk copy lands in cache just before the
+    matmul reads it.)
 
     Scores come as a ``(k, rows)`` tile: centers attend along rows, points along columns,
     which is the layout in which the arg-max over centers vectorizes across points.
     """
 
-    def __init__(self, X, centers, *, x_sq, rows, attention="euclidean", shift=None):
-        self.X, self.x_sq, self.shift, self.attention, self.rows = X, x_sq, shift, attention, rows
-        half = 0.5 * centers.square().sum(1, keepdim=True)
-        if attention == "dot":
-            self.keys = torch.cat([2.0 * centers, -torch.ones_like(half), -2.0 * half], 1)
-            self.scale = 1.0
-        else:
-            self.keys = torch.cat([centers, -half], 1)
-            self.scale = 2.0
+    def __init__(self, X, *, x_sq, rows, attention="euclidean", shift=None):
+        self.X, self.x_sq, self.rows, self.attention = X, x_sq, rows, attention
+        self.shift = shift if shift is not None else X.new_zeros(X.shape[1])
+        self.n, self.d = X.shape
+        self.width = self.d + (2 if attention == "dot" else 1)
+        self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
+        self.scale = 1.0 if attention == "dot" else 2.0
 
-    def chunks(self, start, stop):
+    def _build(self, sl, out):
+        tokens = out[:sl.stop - sl.start]
+        torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
+        if self.attention == "dot":
+            tokens[:, self.d] = self.x_sq[sl]
+        tokens[:, -1] = 1.0
+        return tokens
+
+    def keys(self, centers):
+        """Center tokens ``(k, D)`` for centers in the shifted coordinates."""
+        half = 0.5 * centers.square().sum(1, keepdim=True)
+        if self.attention == "dot":
+            return torch.cat([2.0 * centers, -torch.ones_like(half), -2.0 * half], 1)
+        return torch.cat([centers, -half], 1)
+
+    def chunks(self, keys, start, stop):
         """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
 
-        The tokens and the tile are views into buffers owned by this generator, overwritten
-        by the next chunk: one generator per worker.
+        Tokens and scores are views into buffers owned by this generator and overwritten by
+        the next chunk: one generator per worker.
         """
-        d, rows = self.X.shape[1], min(self.rows, stop - start)
-        buffer = self.X.new_empty(rows, self.keys.shape[1])
-        buffer[:, d:] = 1.0
-        tile = self.X.new_empty(self.keys.shape[0], rows)
+        rows = min(self.rows, stop - start)
+        buffer = self.X.new_empty(rows, self.width)
+        tile = self.X.new_empty(keys.shape[0], rows)
         for sl in iter_chunks(stop, rows, start):
             m = sl.stop - sl.start
-            tokens = buffer[:m]
-            if self.shift is None:
-                tokens[:, :d].copy_(self.X[sl])
-            else:
-                torch.sub(self.X[sl], self.shift, out=tokens[:, :d])
-            if self.attention == "dot":
-                tokens[:, d] = self.x_sq[sl]
+            tokens = self._build(sl, buffer)
             out = tile if m == rows else tile[:, :m].contiguous()
-            yield sl, tokens, torch.mm(self.keys, tokens.T, out=out)
+            yield sl, tokens, torch.mm(keys, tokens.T, out=out)
 
     def sq_dist(self, sl, best):
         """Squared distance to the center of score ``best`` (broadcasts over centers)."""
@@ -73,11 +85,9 @@ class Tokens:
             return -best
         return torch.addcmul(self.x_sq[sl], best, best.new_tensor(-2.0))
 
-    def values(self, tokens):
-        """``[x, 1]``: the values the center update averages (its last entry sums weights)."""
-        if self.attention == "dot":
-            tokens[:, self.X.shape[1]] = 1.0
-        return tokens
+    def rows_of(self, index):
+        """Shifted coordinates of the points ``index``."""
+        return self.X[index] - self.shift
 
 
 def hard_assign(scores):
@@ -97,57 +107,49 @@ def hard_assign(scores):
 _SERIAL = ChunkRunner(1)
 
 
-def assign(X, centers, *, x_sq, rows, attention="euclidean", shift=None, runner=_SERIAL):
+def assign(points, centers, *, runner=_SERIAL):
     """The assignment block alone: labels and squared distances to the closest center."""
-    n = X.shape[0]
-    labels = torch.empty(n, dtype=torch.long, device=X.device)
-    min_dist = torch.empty(n, dtype=X.dtype, device=X.device)
-    tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
+    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
+    min_dist = points.X.new_empty(points.n)
+    keys = points.keys(centers)
 
     def span(start, stop):
-        for sl, _, scores in tokens.chunks(start, stop):
+        for sl, _, scores in points.chunks(keys, start, stop):
             labels[sl], best = hard_assign(scores)
-            min_dist[sl] = tokens.sq_dist(sl, best)
+            min_dist[sl] = points.sq_dist(sl, best)
 
-    runner.map(span, n)
+    runner.map(span, points.n)
     return labels, min_dist.clamp_(min=0.0)
 
 
-def sq_distances(X, centers, *, x_sq, rows, attention="euclidean", shift=None, runner=_SERIAL):
+def sq_distances(points, centers, *, runner=_SERIAL):
     """Squared distances to every center, shape (n_samples, n_clusters)."""
-    out = X.new_empty(X.shape[0], centers.shape[0])
-    tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
+    out = points.X.new_empty(points.n, centers.shape[0])
+    keys = points.keys(centers)
 
     def span(start, stop):
-        for sl, _, scores in tokens.chunks(start, stop):
-            out[sl] = (-scores if attention == "dot" else x_sq[sl] - 2.0 * scores).T
+        for sl, _, scores in points.chunks(keys, start, stop):
+            out[sl] = points.sq_dist(sl, scores).T
 
-    runner.map(span, X.shape[0])
+    runner.map(span, points.n)
     return out.clamp_(min=0.0)
 
 
-def layer(X, sample_weight, centers, *, x_sq, rows, labels, min_dist,
-          temperature=None, attention="euclidean", shift=None, runner=_SERIAL):
+def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
+          runner=_SERIAL):
     """One layer (one Lloyd step) from ``centers``.
 
     Parameters
     ----------
-    X : Tensor of shape (n_samples, n_features)
+    points : PointTokens
     sample_weight : Tensor of shape (n_samples,) or None
     centers : Tensor of shape (n_clusters, n_features)
-        Centers in the shifted coordinates ``x - shift``.
-    x_sq : Tensor of shape (n_samples,)
-        ``||x_i - shift||^2``.
-    rows : int
-        Chunk size.
+        Centers in the shifted coordinates of ``points``.
     labels, min_dist : Tensor of shape (n_samples,)
         Written in place: the arg-max assignment and the squared distance to that center
         (both with respect to the input ``centers``).
     temperature : float or None
         ``None`` is hard attention; otherwise soft weights ``softmax(-||x - c||^2 / t)``.
-    attention : {"euclidean", "dot"}
-    shift : Tensor of shape (n_features,) or None
-        Subtracted from each chunk.
     runner : ChunkRunner
         Splits the rows among worker threads.
 
@@ -157,32 +159,30 @@ def layer(X, sample_weight, centers, *, x_sq, rows, labels, min_dist,
         Weighted sums of the members (hard) or ``R^T X`` (soft).
     weight_in_clusters : Tensor of shape (n_clusters,)
     """
-    d = X.shape[1]
-    tokens = Tokens(X, centers, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
+    keys = points.keys(centers)
 
     def span(start, stop):
-        acc = X.new_zeros(centers.shape[0], tokens.keys.shape[1])  # [sums, weight, ...]
-        for sl, tok, scores in tokens.chunks(start, stop):
+        acc = points.X.new_zeros(centers.shape[0], points.width)  # [sums, ..., weight]
+        for sl, values, scores in points.chunks(keys, start, stop):
             lab, best = hard_assign(scores)
             labels[sl] = lab
-            min_dist[sl] = tokens.sq_dist(sl, best)
-            values = tokens.values(tok)
+            min_dist[sl] = points.sq_dist(sl, best)
             if sample_weight is not None:
                 values = values * sample_weight[sl].unsqueeze(1)
             if temperature is None:
                 acc.index_add_(0, lab, values)
             else:
-                acc.addmm_(torch.softmax(scores.mul_(tokens.scale / temperature), dim=0),
+                acc.addmm_(torch.softmax(scores.mul_(points.scale / temperature), dim=0),
                            values)
         return acc
 
-    acc = sum(runner.map(span, X.shape[0]))
+    acc = sum(runner.map(span, points.n))
     min_dist.clamp_(min=0.0)
-    return acc[:, :d], acc[:, d].clone()
+    return acc[:, :points.d], acc[:, points.weight_column].clone()
 
 
-def relocate_empty(X, sample_weight, sums, weight_in_clusters, labels, min_dist, *,
-                   shift=None, hard=True):
+def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_dist, *,
+                   hard=True):
     """Move each empty cluster onto one of the points farthest from their centers.
 
     scikit-learn's rule: the ``n_empty`` points with the largest distance to their current
@@ -194,7 +194,7 @@ def relocate_empty(X, sample_weight, sums, weight_in_clusters, labels, min_dist,
     if n_empty == 0:
         return 0
     far = torch.topk(min_dist, n_empty).indices
-    x = X[far] if shift is None else X[far] - shift
+    x = points.rows_of(far)
     w = x.new_ones(n_empty) if sample_weight is None else sample_weight[far]
     if hard:
         old = labels[far]
@@ -212,9 +212,8 @@ def average(sums, weight_in_clusters, old_centers):
     return torch.where(occupied.unsqueeze(1), sums / safe.unsqueeze(1), old_centers)
 
 
-def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
-               temperature=None, attention="euclidean", shift=None, verbose=0,
-               runner=_SERIAL):
+def run_layers(points, sample_weight, centers, *, max_iter, tol, temperature=None,
+               verbose=0, runner=_SERIAL):
     """Apply the layer until convergence or ``max_iter`` layers (scikit-learn's Lloyd loop).
 
     Stops on strict convergence (labels unchanged, hard mode only) or when the total squared
@@ -225,17 +224,15 @@ def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
     -------
     centers, labels, inertia (float), n_iter (int)
     """
-    n = X.shape[0]
     hard = temperature is None
-    labels = torch.empty(n, dtype=torch.long, device=X.device)
+    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
     labels_old = torch.full_like(labels, -1)
-    min_dist = torch.empty(n, dtype=X.dtype, device=X.device)
+    min_dist = points.X.new_empty(points.n)
     strict = False
     for i in range(max_iter):
-        sums, weight = layer(X, sample_weight, centers, x_sq=x_sq, rows=rows, labels=labels,
-                             min_dist=min_dist, temperature=temperature,
-                             attention=attention, shift=shift, runner=runner)
-        relocate_empty(X, sample_weight, sums, weight, labels, min_dist, shift=shift, hard=hard)
+        sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
+                             temperature=temperature, runner=runner)
+        relocate_empty(points, sample_weight, sums, weight, labels, min_dist, hard=hard)
         new_centers = average(sums, weight, centers)
         if verbose:
             dist = min_dist if sample_weight is None else min_dist * sample_weight
@@ -253,7 +250,6 @@ def run_layers(X, sample_weight, centers, *, x_sq, rows, max_iter, tol,
             break
         labels, labels_old = labels_old, labels
     if not strict:
-        labels, min_dist = assign(X, centers, x_sq=x_sq, rows=rows, attention=attention,
-                                  shift=shift, runner=runner)
+        labels, min_dist = assign(points, centers, runner=runner)
     dist = min_dist if sample_weight is None else min_dist * sample_weight
     return centers, labels, float(dist.sum()), i + 1

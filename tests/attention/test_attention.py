@@ -1,8 +1,16 @@
 import pytest
 import torch
 
-from sktransformer.attention import attend, dot, get_score, get_weight, hardmax, linear, \
-    neg_sq_euclidean, softmax
+from sktransformer.attention import (
+    attend,
+    dot,
+    get_score,
+    get_weight,
+    hardmax,
+    linear,
+    neg_sq_euclidean,
+    softmax,
+)
 
 
 def test_neg_sq_euclidean_by_hand():

@@ -5,8 +5,7 @@ import pytest
 import torch
 from sklearn.cluster import KMeans
 
-from sktransformer.cluster import KMeansCircuit
-from sktransformer.cluster import _lloyd
+from sktransformer.cluster import KMeansCircuit, _lloyd
 
 from . import reference
 
@@ -16,15 +15,15 @@ def _fast_layers(X, init, n_layers, *, rows, temperature=None, attention="euclid
     Xt = torch.from_numpy(X)
     shift = Xt.mean(0)
     x_sq = (Xt - shift).square().sum(1)
+    points = _lloyd.PointTokens(Xt, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
     centers = torch.from_numpy(init) - shift
     labels = torch.empty(len(X), dtype=torch.long)
     min_dist = torch.empty(len(X), dtype=Xt.dtype)
     w = None if sample_weight is None else torch.from_numpy(sample_weight)
     out = []
     for _ in range(n_layers):
-        sums, weight = _lloyd.layer(Xt, w, centers, x_sq=x_sq, rows=rows, labels=labels,
-                                    min_dist=min_dist, temperature=temperature,
-                                    attention=attention, shift=shift)
+        sums, weight = _lloyd.layer(points, w, centers, labels=labels, min_dist=min_dist,
+                                    temperature=temperature)
         centers = _lloyd.average(sums, weight, centers)
         out.append((labels.clone().numpy(), (centers + shift).numpy(), min_dist.clone().numpy()))
     return out

@@ -42,15 +42,14 @@ def test_row_permutation_does_not_change_the_result(p):
 def test_objective_never_increases_from_layer_to_layer(p, attention):
     _, X, init = _problem(**p)
     Xt = torch.from_numpy(X)
-    x_sq = Xt.square().sum(1)
+    points = _lloyd.PointTokens(Xt, x_sq=Xt.square().sum(1), rows=16, attention=attention)
     centers = torch.from_numpy(init)
     labels = torch.empty(len(X), dtype=torch.long)
     min_dist = torch.empty(len(X), dtype=Xt.dtype)
     objective = reference.objective(X, init)
     for _ in range(8):
-        sums, weight = _lloyd.layer(Xt, None, centers, x_sq=x_sq, rows=16, labels=labels,
-                                    min_dist=min_dist, attention=attention)
-        _lloyd.relocate_empty(Xt, None, sums, weight, labels, min_dist)
+        sums, weight = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist)
+        _lloyd.relocate_empty(points, None, sums, weight, labels, min_dist)
         centers = _lloyd.average(sums, weight, centers)
         new_objective = reference.objective(X, centers.numpy())
         assert new_objective <= objective * (1 + 1e-12) + 1e-12

@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from sktransformer.utils import chunk_rows, iter_chunks, make_generator, resolve_device, \
-    to_numpy, to_tensor
+from sktransformer.utils import (
+    chunk_rows,
+    iter_chunks,
+    make_generator,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
 
 
 def test_generator_is_seeded_from_random_state():
