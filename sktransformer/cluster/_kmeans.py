@@ -51,14 +51,6 @@ def _check_sample_weight(sample_weight, n_samples, dtype):
     return sample_weight
 
 
-def _sq_norms(X, shift, rows):
-    """``||x_i - shift||^2``, chunked: no full copy of X."""
-    x_sq = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-    for sl in iter_chunks(X.shape[0], rows):
-        x_sq[sl] = (X[sl] - shift).square().sum(1)
-    return x_sq
-
-
 def _mean_and_mean_variance(X, rows):
     """Column means (in X's dtype) and the mean of the column variances, chunked."""
     total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
@@ -253,9 +245,7 @@ default="k-means++"
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
             shift, mean_var = _mean_and_mean_variance(Xt, rows)
-            x_sq = _sq_norms(Xt, shift, rows)
-            points = _lloyd.PointTokens(Xt, x_sq=x_sq, rows=rows, attention=self.attention,
-                                        shift=shift)
+            points = _lloyd.PointTokens(Xt, rows=rows, attention=self.attention, shift=shift)
             tol = self.tol * mean_var
             best = None
             for run in range(n_init):
@@ -264,7 +254,7 @@ default="k-means++"
                 if isinstance(init, np.ndarray):
                     centers = to_tensor(init, device) - shift
                 elif init == "k-means++":
-                    centers, _ = kmeans_plusplus(Xt, self.n_clusters, x_sq=x_sq,
+                    centers, _ = kmeans_plusplus(Xt, self.n_clusters, x_sq=points.x_sq,
                                                  generator=generator, sample_weight=wt,
                                                  rows=rows, shift=shift)
                 else:
@@ -306,8 +296,7 @@ default="k-means++"
         centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
         shift = centers.mean(0)
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
-        points = _lloyd.PointTokens(Xt, x_sq=_sq_norms(Xt, shift, rows), rows=rows,
-                                    attention=self.attention, shift=shift)
+        points = _lloyd.PointTokens(Xt, rows=rows, attention=self.attention, shift=shift)
         return points, centers - shift
 
     def _sq_distances(self, X):

@@ -41,10 +41,13 @@ class PointTokens:
     which is the layout in which the arg-max over centers vectorizes across points.
     """
 
-    def __init__(self, X, *, x_sq, rows, attention="euclidean", shift=None):
-        self.X, self.x_sq, self.rows, self.attention = X, x_sq, rows, attention
+    def __init__(self, X, *, rows, attention="euclidean", shift=None):
+        self.X, self.rows, self.attention = X, rows, attention
         self.shift = shift if shift is not None else X.new_zeros(X.shape[1])
         self.n, self.d = X.shape
+        self.x_sq = X.new_empty(self.n)  # ||x_i - shift||^2, chunked: no full copy of X
+        for sl in iter_chunks(self.n, rows):
+            self.x_sq[sl] = (X[sl] - self.shift).square().sum(1)
         self.width = self.d + (2 if attention == "dot" else 1)
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
         self.scale = 1.0 if attention == "dot" else 2.0
@@ -54,7 +57,6 @@ class PointTokens:
         torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
         if self.attention == "dot":
             tokens[:, self.d] = self.x_sq[sl]
-        tokens[:, -1] = 1.0
         return tokens
 
     def keys(self, centers):
@@ -72,6 +74,7 @@ class PointTokens:
         """
         rows = min(self.rows, stop - start)
         buffer = self.X.new_empty(rows, self.width)
+        buffer[:, -1] = 1.0  # read, never written, by the update
         tile = self.X.new_empty(keys.shape[0], rows)
         for sl in iter_chunks(stop, rows, start):
             m = sl.stop - sl.start

@@ -14,8 +14,7 @@ def _fast_layers(X, init, n_layers, *, rows, temperature=None, attention="euclid
                  sample_weight=None):
     Xt = torch.from_numpy(X)
     shift = Xt.mean(0)
-    x_sq = (Xt - shift).square().sum(1)
-    points = _lloyd.PointTokens(Xt, x_sq=x_sq, rows=rows, attention=attention, shift=shift)
+    points = _lloyd.PointTokens(Xt, rows=rows, attention=attention, shift=shift)
     centers = torch.from_numpy(init) - shift
     labels = torch.empty(len(X), dtype=torch.long)
     min_dist = torch.empty(len(X), dtype=Xt.dtype)

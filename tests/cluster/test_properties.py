@@ -42,7 +42,7 @@ def test_row_permutation_does_not_change_the_result(p):
 def test_objective_never_increases_from_layer_to_layer(p, attention):
     _, X, init = _problem(**p)
     Xt = torch.from_numpy(X)
-    points = _lloyd.PointTokens(Xt, x_sq=Xt.square().sum(1), rows=16, attention=attention)
+    points = _lloyd.PointTokens(Xt, rows=16, attention=attention)
     centers = torch.from_numpy(init)
     labels = torch.empty(len(X), dtype=torch.long)
     min_dist = torch.empty(len(X), dtype=Xt.dtype)
