@@ -6,7 +6,7 @@ registries, not a copy of a loop.
 
 from ._attend import attend
 from ._scores import SCORES, dot, get_score, neg_sq_euclidean
-from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax
+from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax, sparsemax
 
 __all__ = [
     "SCORES",
@@ -19,4 +19,5 @@ __all__ = [
     "linear",
     "neg_sq_euclidean",
     "softmax",
+    "sparsemax",
 ]

@@ -32,7 +32,25 @@ def linear(scores, temperature=None):
     return scores / scores.sum(dim=-1, keepdim=True)
 
 
-WEIGHTS = {"softmax": softmax, "hardmax": hardmax, "linear": linear}
+def sparsemax(scores, temperature=1.0):
+    """Sparsemax (Martins & Astudillo, 2016) of ``scores / temperature`` along the keys.
+
+    The Euclidean projection of the scaled scores onto the probability simplex:
+    ``w = max(z - tau, 0)`` with ``tau`` chosen so that the row sums to 1. Weights are exactly
+    zero outside the top of the row; as ``temperature -> 0`` it tends to the arg-max, and it
+    is invariant to adding a constant to a row. Used by robust k-means (issue 2).
+    """
+    z = scores / (1.0 if temperature is None else temperature)
+    z_sorted, _ = torch.sort(z, dim=-1, descending=True)
+    cumulative = z_sorted.cumsum(dim=-1) - 1.0
+    rank = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype, device=z.device)
+    support = (z_sorted * rank > cumulative).to(z.dtype)  # a prefix of the sorted row
+    size = support.sum(dim=-1, keepdim=True)
+    tau = cumulative.gather(-1, size.long() - 1) / size
+    return (z - tau).clamp_(min=0.0)
+
+
+WEIGHTS = {"softmax": softmax, "hardmax": hardmax, "linear": linear, "sparsemax": sparsemax}
 
 
 def get_weight(name):

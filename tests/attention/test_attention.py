@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -10,6 +11,7 @@ from sktransformer.attention import (
     linear,
     neg_sq_euclidean,
     softmax,
+    sparsemax,
 )
 
 
@@ -69,3 +71,45 @@ def test_unknown_names_are_clear_errors():
         get_score("cosine")
     with pytest.raises(ValueError, match="Unknown weighting 'gumbel'"):
         get_weight("gumbel")
+
+
+def _simplex_projection(z):
+    """Reference: Euclidean projection of each row onto the simplex, by bisection on tau."""
+    out = np.empty_like(z)
+    for i, row in enumerate(z):
+        lo, hi = row.min() - 1.0, row.max()
+        for _ in range(200):
+            tau = 0.5 * (lo + hi)
+            if np.maximum(row - tau, 0).sum() > 1.0:
+                lo = tau
+            else:
+                hi = tau
+        out[i] = np.maximum(row - 0.5 * (lo + hi), 0)
+    return out
+
+
+def test_sparsemax_by_hand():
+    # z = (1, 0.5, -1): support {1, 0.5}, tau = (1.5 - 1) / 2 = 0.25
+    w = sparsemax(torch.tensor([[1.0, 0.5, -1.0]], dtype=torch.float64))
+    torch.testing.assert_close(w, torch.tensor([[0.75, 0.25, 0.0]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 5.0])
+def test_sparsemax_is_the_simplex_projection(temperature):
+    z = torch.randn(50, 9, dtype=torch.float64) * 2
+    w = sparsemax(z, temperature)
+    torch.testing.assert_close(w, torch.from_numpy(_simplex_projection((z / temperature).numpy())),
+                               atol=1e-10, rtol=0)
+    assert (w >= 0).all()
+    torch.testing.assert_close(w.sum(1), torch.ones(50, dtype=torch.float64))
+    torch.testing.assert_close(sparsemax(z + 7.0, temperature), w)  # shift invariance
+
+
+def test_sparsemax_limits_and_sparsity():
+    z = torch.randn(30, 6, dtype=torch.float64)
+    torch.testing.assert_close(sparsemax(z, 1e-6), hardmax(z))
+    torch.testing.assert_close(sparsemax(z, 1e6), torch.full_like(z, 1 / 6), atol=1e-5, rtol=0)
+    assert (sparsemax(z * 10) == 0).any()  # unlike softmax, exact zeros
+    torch.testing.assert_close(attend(z, torch.eye(6, dtype=z.dtype), torch.eye(6, dtype=z.dtype),
+                                      score="dot", temperature=1.0, weight="sparsemax"),
+                               sparsemax(z))
