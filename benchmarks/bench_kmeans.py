@@ -141,19 +141,22 @@ def main(argv=None):
             if not args.no_memory:
                 row.update(measure_memory(lib, config))
             results.append(row)
-        ref = next(r for r in results if r["config"] == f"n={n} d={d} k={k}" and r["library"] == "sklearn")
+        name = f"n={n} d={d} k={k}"
+        ref = next(r for r in results if r["config"] == name and r["library"] == "sklearn")
         for r in results:
             if r["config"] == ref["config"]:
                 r["inertia_ratio_vs_sklearn"] = r["inertia"] / ref["inertia"]
                 if "extra_peak_mb" in r:
-                    r["memory_ratio_vs_sklearn"] = r["extra_peak_mb"] / max(ref["extra_peak_mb"], 1e-9)
+                    r["memory_ratio_vs_sklearn"] = (
+                        r["extra_peak_mb"] / max(ref["extra_peak_mb"], 1e-9))
     header = ["config", "library", "time_s", "median_s", "time_ratio_vs_sklearn", "n_iter",
               "inertia_ratio_vs_sklearn", "extra_peak_mb", "memory_ratio_vs_sklearn"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in results:
         cells = [r.get(h, "") for h in header]
-        print("| " + " | ".join(f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells) + " |")
+        cells = [f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells]
+        print("| " + " | ".join(cells) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -28,7 +28,8 @@ BLOCKS = ("assign", "reset_points", "update", "reset_centers")
 
 
 def _diag(*parts):
-    return torch.diag(torch.cat([torch.as_tensor(p, dtype=torch.float64).reshape(-1) for p in parts]))
+    flat = [torch.as_tensor(p, dtype=torch.float64).reshape(-1) for p in parts]
+    return torch.diag(torch.cat(flat))
 
 
 class KMeansCircuit(nn.Module):
@@ -99,7 +100,8 @@ class KMeansCircuit(nn.Module):
             q_dist = _diag([2.0] * d, zeros_k, -1, -1)  # q = (2x, 0, -||x||^2, -1)
             k_centers = _diag(ones_d, zeros_k, 1, 1)  # k = (c, 0, 1, ||c||^2)
             k_points = _diag(ones_d, zeros_k, 0, 0)
-            k_points[d + k, d + k + 1] = k_points[d + k + 1, d + k] = 1.0  # k = (x', 0, 1, ||x'||^2)
+            # k = (x', 0, 1, ||x'||^2): the two last slots swapped
+            k_points[d + k, d + k + 1] = k_points[d + k + 1, d + k] = 1.0
             q_onehot = 2.0 * p_y  # 2 e_j . y_i = -||e_j - y_i||^2 + const for one-hot y
             weights = {
                 "assign": (q_dist, k_centers, p_y),
@@ -161,7 +163,8 @@ class KMeansCircuit(nn.Module):
         new_centers = centers + update + self._block("reset_centers", centers, centers)
         if self.attention == "dot":
             w_in, w_out, w_skip = (t.to(points.dtype) for t in self.ffn.values())
-            new_centers = new_centers + (new_centers @ w_in.T).square() @ w_out.T + new_centers @ w_skip.T
+            quadratic = (new_centers @ w_in.T).square() @ w_out.T
+            new_centers = new_centers + quadratic + new_centers @ w_skip.T
         return new_points, new_centers
 
     def forward(self, X, centers, n_layers=1):

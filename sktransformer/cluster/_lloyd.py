@@ -249,7 +249,8 @@ def run_layers(points, sample_weight, centers, *, max_iter, tol, temperature=Non
             break
         if shift_tot <= tol:
             if verbose:
-                print(f"Converged at iteration {i}: center shift {shift_tot} within tolerance {tol}.")
+                print(f"Converged at iteration {i}: center shift {shift_tot} "
+                      f"within tolerance {tol}.")
             break
         labels, labels_old = labels_old, labels
     if not strict:

@@ -148,12 +148,14 @@ def test_verbose_prints_a_fixed_format(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Initialization complete"
     assert re.fullmatch(r"Iteration 0, inertia \d+\.\d+(e[+-]\d+)?\.", out[1])
-    assert re.fullmatch(r"Converged at iteration \d+: (strict convergence|center shift .*)\.", out[-1])
+    stop = r"Converged at iteration \d+: (strict convergence|center shift .*)\."
+    assert re.fullmatch(stop, out[-1])
 
 
 def test_duplicate_points_warn_and_never_give_nan():
     X = np.repeat(np.arange(6, dtype=float).reshape(3, 2), 10, axis=0)
-    with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(3\) found smaller than n_clusters \(5\)"):
+    message = r"Number of distinct clusters \(3\) found smaller than n_clusters \(5\)"
+    with pytest.warns(ConvergenceWarning, match=message):
         km = TransformerKMeans(5, random_state=0, device="cpu").fit(X)
     assert np.isfinite(km.cluster_centers_).all()
 
@@ -213,7 +215,8 @@ def test_non_numeric_input():
 
 @pytest.mark.parametrize("temperature", [0, -1.0])
 def test_temperature_must_be_positive(temperature):
-    with pytest.raises(ValueError, match=r"'temperature' parameter .* must be None or a float in the range \(0(\.0)?, inf\)"):
+    message = r"'temperature' parameter .* must be None or a float in the range \(0(\.0)?, inf\)"
+    with pytest.raises(ValueError, match=message):
         TransformerKMeans(2, temperature=temperature, device="cpu").fit(np.random.rand(10, 2))
 
 

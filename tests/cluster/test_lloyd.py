@@ -42,7 +42,8 @@ def test_fast_layer_is_the_circuit(rows, attention, temperature):
         np.testing.assert_array_equal(labels, l_ref.numpy())
         # min_dist is the squared distance to the assigned (input) center of the layer
         previous = init if n_layers == 1 else fast[n_layers - 2][1]
-        np.testing.assert_allclose(min_dist, reference.sq_dist(X, previous)[np.arange(len(X)), labels],
+        expected = reference.sq_dist(X, previous)[np.arange(len(X)), labels]
+        np.testing.assert_allclose(min_dist, expected,
                                    rtol=1e-9, atol=1e-9)
 
 
