@@ -254,12 +254,10 @@ default="k-means++"
                 if isinstance(init, np.ndarray):
                     centers = to_tensor(init, device) - shift
                 elif init == "k-means++":
-                    centers, _ = kmeans_plusplus(Xt, self.n_clusters, x_sq=points.x_sq,
-                                                 generator=generator, sample_weight=wt,
-                                                 rows=rows, shift=shift)
+                    centers, _ = kmeans_plusplus(points, self.n_clusters, generator=generator,
+                                                 sample_weight=wt)
                 else:
-                    centers, _ = random_rows(Xt, self.n_clusters, generator=generator,
-                                             shift=shift)
+                    centers, _ = random_rows(points, self.n_clusters, generator=generator)
                 if self.verbose:
                     print("Initialization complete")
                 with ChunkRunner.for_device(device, n_samples, rows) as runner:
