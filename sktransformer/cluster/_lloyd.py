@@ -139,7 +139,7 @@ def sq_distances(points, centers, *, runner=_SERIAL):
 
 
 def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
-          runner=_SERIAL):
+          accumulate=True, runner=_SERIAL):
     """One layer (one Lloyd step) from ``centers``.
 
     Parameters
@@ -153,14 +153,17 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
         (both with respect to the input ``centers``).
     temperature : float or None
         ``None`` is hard attention; otherwise soft weights ``softmax(-||x - c||^2 / t)``.
+    accumulate : bool
+        Whether to run the mean center update in the same pass. Variants whose update needs
+        every point's distance first (trimming, sparsemax) skip it and return ``None``.
     runner : ChunkRunner
         Splits the rows among worker threads.
 
     Returns
     -------
-    sums : Tensor of shape (n_clusters, n_features)
+    sums : Tensor of shape (n_clusters, n_features) or None
         Weighted sums of the members (hard) or ``R^T X`` (soft).
-    weight_in_clusters : Tensor of shape (n_clusters,)
+    weight_in_clusters : Tensor of shape (n_clusters,) or None
     """
     keys = points.keys(centers)
 
@@ -170,6 +173,8 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
             lab, best = hard_assign(scores)
             labels[sl] = lab
             min_dist[sl] = points.sq_dist(sl, best)
+            if not accumulate:
+                continue
             if sample_weight is not None:
                 values = values * sample_weight[sl].unsqueeze(1)
             if temperature is None:
@@ -181,6 +186,8 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
 
     acc = sum(runner.map(span, points.n))
     min_dist.clamp_(min=0.0)
+    if not accumulate:
+        return None, None
     return acc[:, :points.d], acc[:, points.weight_column].clone()
 
 
@@ -190,12 +197,17 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
 
     scikit-learn's rule: the ``n_empty`` points with the largest distance to their current
     center become the new centers, and (hard mode) leave the cluster they were counted in.
-    Changes ``sums`` and ``weight_in_clusters`` in place; returns the number relocated.
+    Changes ``sums`` and ``weight_in_clusters`` in place.
+
+    Returns
+    -------
+    empty, far : Tensor of shape (n_empty,)
+        The empty clusters and the indices of the points they moved to.
     """
     empty = torch.nonzero(weight_in_clusters == 0).flatten()
     n_empty = empty.numel()
     if n_empty == 0:
-        return 0
+        return empty, empty
     far = torch.topk(min_dist, n_empty).indices
     x = points.rows_of(far)
     w = x.new_ones(n_empty) if sample_weight is None else sample_weight[far]
@@ -205,7 +217,7 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
         weight_in_clusters.index_add_(0, old, -w)
     sums[empty] = x * w.unsqueeze(1)
     weight_in_clusters[empty] = w
-    return n_empty
+    return empty, far
 
 
 def average(sums, weight_in_clusters, old_centers):
@@ -215,34 +227,108 @@ def average(sums, weight_in_clusters, old_centers):
     return torch.where(occupied.unsqueeze(1), sums / safe.unsqueeze(1), old_centers)
 
 
-def run_layers(points, sample_weight, centers, *, max_iter, tol, temperature=None,
-               verbose=0, runner=_SERIAL):
+def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
+    """The value pass of a center update: ``sum_i weights_i (x_i - shift)`` per label.
+
+    Points with a negative label (trimmed) are skipped.
+    """
+    def span(start, stop):
+        acc = points.X.new_zeros(n_clusters, points.d)
+        for sl in iter_chunks(stop, points.rows, start):
+            lab, w = labels[sl], weights[sl].to(points.X.dtype)
+            keep = lab >= 0
+            values = (points.X[sl] - points.shift) * w.unsqueeze(1)
+            acc.index_add_(0, lab.clamp(min=0), values * keep.unsqueeze(1))
+        return acc
+
+    return sum(runner.map(span, points.n))
+
+
+def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
+    """``||x_i - shift - vectors[labels_i]||^2`` for every point, shape (n_samples,)."""
+    out = points.X.new_empty(points.n)
+
+    def span(start, stop):
+        for sl in iter_chunks(stop, points.rows, start):
+            out[sl] = (points.X[sl] - points.shift - vectors[labels[sl]]).square().sum(1)
+
+    runner.map(span, points.n)
+    return out
+
+
+def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIAL):
+    """``sum_l w_l ||x_i - x_l||`` over the points ``l`` of the same group as ``i``.
+
+    The in-cluster cost of the alternate k-medoids step for the Euclidean metric: the
+    attention of a candidate over its cluster, with the (unsquared) distance as value.
+    ``O(sum_j n_j^2 d)`` time; the ``(rows, n_j)`` distance tile is chunked so memory stays
+    ``O(n + tile)``.
+    """
+    out = points.X.new_zeros(points.n)
+    w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+    for j in range(n_groups):
+        members = torch.nonzero(labels == j).flatten()
+        m = members.numel()
+        if m == 0:
+            continue
+        Xj = points.rows_of(members)
+        sq = Xj.square().sum(1)
+        wj = w[members]
+        rows = max(1, min(m, (1 << 18) // m))
+
+        def span(start, stop, Xj=Xj, sq=sq, wj=wj, members=members):
+            for sl in iter_chunks(stop, rows, start):
+                block = torch.addmm(sq[sl, None] + sq[None, :], Xj[sl], Xj.T, alpha=-2.0)
+                out[members[sl]] = block.clamp_(min=0.0).sqrt_() @ wj
+
+        runner.map(span, m)
+    return out
+
+
+def nearest_rows(points, centers):
+    """For each center, the index of the closest point (ties: the lowest index)."""
+    keys = points.keys(centers)
+    best_dist = torch.full((centers.shape[0],), torch.inf, dtype=points.X.dtype,
+                           device=points.X.device)
+    best_index = torch.zeros(centers.shape[0], dtype=torch.long, device=points.X.device)
+    for sl, _, scores in points.chunks(keys, 0, points.n):
+        dist = points.sq_dist(sl, scores)  # (k, m)
+        value, index = dist.min(1)
+        better = value < best_dist
+        best_dist = torch.where(better, value, best_dist)
+        best_index = torch.where(better, index + sl.start, best_index)
+    return best_index
+
+
+def run_layers(points, sample_weight, centers, *, update, max_iter, tol, verbose=0,
+               runner=_SERIAL):
     """Apply the layer until convergence or ``max_iter`` layers (scikit-learn's Lloyd loop).
 
-    Stops on strict convergence (labels unchanged, hard mode only) or when the total squared
-    center shift is ``<= tol``. Then, unless strictly converged, runs the assignment block once
-    more so that labels match the returned centers.
+    Each layer is the assignment block (:func:`layer`) followed by ``update``, the center
+    update block of the variant (see ``_updates.py``). Stops on strict convergence (the
+    update's output labels unchanged, for updates whose result the labels determine) or when
+    the total squared center shift is ``<= tol``. Then, unless strictly converged, runs the
+    assignment block once more so that labels match the returned centers.
 
     Returns
     -------
     centers, labels, inertia (float), n_iter (int)
     """
-    hard = temperature is None
     labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
-    labels_old = torch.full_like(labels, -1)
+    labels_old = torch.full_like(labels, -2)
     min_dist = points.X.new_empty(points.n)
     strict = False
     for i in range(max_iter):
         sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
-                             temperature=temperature, runner=runner)
-        relocate_empty(points, sample_weight, sums, weight, labels, min_dist, hard=hard)
-        new_centers = average(sums, weight, centers)
+                             temperature=update.temperature, accumulate=update.accumulate,
+                             runner=runner)
+        new_centers, marked, objective = update(points, sample_weight, centers, labels,
+                                                min_dist, sums, weight, runner=runner)
         if verbose:
-            dist = min_dist if sample_weight is None else min_dist * sample_weight
-            print(f"Iteration {i}, inertia {float(dist.sum())}.")
+            print(f"Iteration {i}, inertia {objective}.")
         shift_tot = float((new_centers - centers).square().sum())
         centers = new_centers
-        if hard and torch.equal(labels, labels_old):
+        if update.strict and torch.equal(marked, labels_old):
             strict = True
             if verbose:
                 print(f"Converged at iteration {i}: strict convergence.")
@@ -252,8 +338,12 @@ def run_layers(points, sample_weight, centers, *, max_iter, tol, temperature=Non
                 print(f"Converged at iteration {i}: center shift {shift_tot} "
                       f"within tolerance {tol}.")
             break
-        labels, labels_old = labels_old, labels
+        if marked is labels:
+            labels, labels_old = labels_old, labels
+        else:
+            labels_old = marked
     if not strict:
         labels, min_dist = assign(points, centers, runner=runner)
-    dist = min_dist if sample_weight is None else min_dist * sample_weight
-    return centers, labels, float(dist.sum()), i + 1
+    centers, labels, inertia = update.finalize(points, sample_weight, centers, labels,
+                                               min_dist, runner=runner)
+    return centers, labels, inertia, i + 1

@@ -1,0 +1,131 @@
+"""Weightings for attention of each query over its own group of keys.
+
+In the center-update block of the k-means circuit, center ``j`` attends to the points whose
+assignment is ``e_j`` and to no other: a block-diagonal mask. Storing the mask as a group
+index per key (``groups[i] = j``) makes that attention a segment operation, ``O(n)`` memory
+instead of ``O(n k)``. Each function here takes one score per key, the key's group and
+optionally a weight per key (its multiplicity: a key of weight 2 counts as two copies of
+itself) and returns, per key, its weight in its group's average (the weights of a group sum to
+1), or per group a threshold or a chosen key. The clustering variants differ only in which
+of these they use (see ``sktransformer.cluster._updates``).
+"""
+
+import torch
+
+
+def _weights_or_ones(scores, weight):
+    if weight is None:
+        return torch.ones_like(scores, dtype=torch.float64)
+    return weight.to(torch.float64)
+
+
+def _by_group_then_score(scores, groups):
+    """Key order: by group, and by decreasing score within a group (stable on ties)."""
+    order = torch.argsort(scores, descending=True, stable=True)
+    return order[torch.argsort(groups[order], stable=True)]
+
+
+def _cumsum_in_groups(values, groups_sorted, n_groups):
+    """Inclusive cumulative sums restarted at each group (``values`` in group order)."""
+    total = torch.cumsum(values, 0)
+    per_group = values.new_zeros(n_groups).index_add_(0, groups_sorted, values)
+    start = torch.cumsum(per_group, 0) - per_group
+    return total - start[groups_sorted]
+
+
+def group_mean(scores, groups, n_groups, weight=None):
+    """Uniform weights over each group: the hard-attention limit when all members tie.
+
+    This is the center update of Lloyd's algorithm (the mean of the members).
+    """
+    w = _weights_or_ones(scores, weight)
+    total = w.new_zeros(n_groups).index_add_(0, groups, w)
+    return torch.where(total[groups] > 0, w / total[groups].clamp(min=1e-300), 0.0)
+
+
+def group_quantile(scores, groups, n_groups, weight=None, *, q):
+    """Per group, the score above which the top ``q`` of the group's weight lies.
+
+    The threshold ``s_j`` is the largest score such that the keys scoring at least ``s_j``
+    carry at least a fraction ``q`` of the group's weight (the weighted inverted-CDF
+    quantile). Keys tied with the threshold are all at or above it, so which keys pass does
+    not depend on their order. ``q = 1`` gives the group's minimum; an empty group gets
+    ``+inf``.
+    """
+    w = _weights_or_ones(scores, weight)
+    order = _by_group_then_score(scores, groups)
+    g = groups[order]
+    cumulative = _cumsum_in_groups(w[order], g, n_groups)
+    total = w.new_zeros(n_groups).index_add_(0, groups, w)
+    # relative slack: (q * total) may round above an exactly reachable cumulative weight
+    reached = cumulative >= (q * total)[g] * (1 - 1e-9)
+    candidates = torch.where(reached, scores[order], torch.full_like(scores[order], -torch.inf))
+    threshold = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
+    threshold.scatter_reduce_(0, g, candidates, "amax")
+    return torch.where(total > 0, threshold, torch.inf).to(scores.dtype)
+
+
+def group_normmax(scores, groups, n_groups, weight=None, *, threshold):
+    """Norm-max attention: uniform over the keys that score at least their group's threshold.
+
+    The trimmed center update: members farther than the threshold get weight exactly 0.
+    """
+    w = _weights_or_ones(scores, weight)
+    return group_mean(scores, groups, n_groups, w * (scores >= threshold[groups]))
+
+
+def group_sparsemax(scores, groups, n_groups, weight=None):
+    """Sparsemax (Martins & Astudillo, 2016) of the scores within each group.
+
+    ``p_i = w_i max(s_i - tau_j, 0)`` with ``tau_j`` such that the group's ``p`` sums to 1,
+    the projection onto the simplex of the multiset in which key ``i`` appears ``w_i`` times.
+    ``tau_j = max_m (S_m - 1) / W_m`` over the prefixes of the group sorted by decreasing
+    score (``S_m``, ``W_m``: weighted score sum and weight of the top ``m``), because each
+    prefix's threshold is at most the true one. Keys far below the top get exactly 0.
+    """
+    w = _weights_or_ones(scores, weight)
+    s = scores.to(torch.float64)
+    order = _by_group_then_score(s, groups)
+    g = groups[order]
+    cum_w = _cumsum_in_groups(w[order], g, n_groups)
+    cum_s = _cumsum_in_groups((w * s)[order], g, n_groups)
+    prefix_tau = torch.where(cum_w > 0, (cum_s - 1) / cum_w.clamp(min=1e-300), -torch.inf)
+    tau = torch.full((n_groups,), -torch.inf, dtype=s.dtype, device=s.device)
+    tau.scatter_reduce_(0, g, prefix_tau, "amax")
+    return w * (s - tau[groups]).clamp(min=0.0)
+
+
+def group_argmax(scores, groups, n_groups, *, incumbent=None):
+    """Per group, the index of the key with the highest score (-1 for an empty group).
+
+    The hard-attention limit in which one key takes all the weight: the one-hot weights are
+    returned in their sparse form, the chosen index. Ties go to the lowest index, except that
+    a group's ``incumbent`` (an index, or -1 for none) is kept when it is a member and ties
+    with the best: a new choice must be strictly better, as in the alternate k-medoids step.
+    """
+    best = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
+    best.scatter_reduce_(0, groups, scores, "amax")
+    index = torch.arange(scores.numel(), device=scores.device)
+    top = scores >= best[groups]
+    none = scores.numel()
+    chosen = torch.full((n_groups,), none, dtype=torch.long, device=scores.device)
+    chosen.scatter_reduce_(0, groups[top], index[top], "amin")
+    if incumbent is not None:
+        safe = incumbent.clamp(min=0)
+        own = torch.arange(n_groups, device=scores.device)
+        keep = (incumbent >= 0) & (groups[safe] == own) & (scores[safe] >= best)
+        chosen = torch.where(keep, incumbent, chosen)
+    return torch.where(chosen == none, -1, chosen)
+
+
+def gumbel(like, *, generator):
+    """Standard Gumbel noise shaped like ``like``: ``-log E`` with ``E ~ Exp(1)``.
+
+    ``argmax(s / t + g)`` is an exact draw from ``softmax(s / t)`` (the Gumbel-max trick).
+    """
+    e = torch.empty(like.shape, dtype=torch.float64, device=generator.device)
+    e.exponential_(generator=generator)
+    return (-e.clamp_(min=1e-300).log_()).to(device=like.device, dtype=like.dtype)
+
+
+GROUP_WEIGHTS = {"mean": group_mean, "normmax": group_normmax, "sparsemax": group_sparsemax}

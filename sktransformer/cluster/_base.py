@@ -1,0 +1,324 @@
+"""What every clustering circuit shares: validation, initialization, the fit loop, predict.
+
+A variant subclasses :class:`BaseCircuitClustering` and chooses its center-update block
+(``_make_update``); the assignment block, the initial centers, the restarts and the
+scikit-learn API are written once, here.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from ..utils import (
+    ChunkRunner,
+    chunk_rows,
+    iter_chunks,
+    make_generator,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
+from . import _lloyd
+from ._init import kmeans_plusplus, random_rows
+
+COMMON_CONSTRAINTS = {
+    "n_clusters": [Interval(Integral, 1, None, closed="left")],
+    "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+    "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "device": [str, torch.device],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+    "batch_size": [None, Interval(Integral, 1, None, closed="left")],
+}
+
+
+def check_sample_weight(sample_weight, n_samples, dtype):
+    """``None`` or a validated non-negative, finite, not all-zero array of ``dtype``."""
+    if sample_weight is None:
+        return None
+    sample_weight = np.asarray(sample_weight, dtype=dtype)
+    if sample_weight.ndim == 0:
+        sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
+    if sample_weight.shape != (n_samples,):
+        raise ValueError(
+            f"sample_weight.shape == {sample_weight.shape}, expected ({n_samples},)."
+        )
+    if not np.all(np.isfinite(sample_weight)):
+        raise ValueError("sample_weight contains NaN or infinity.")
+    if np.any(sample_weight < 0):
+        raise ValueError("sample_weight must be non-negative.")
+    if not np.any(sample_weight > 0):
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    return sample_weight
+
+
+def _mean_and_mean_variance(X, rows):
+    """Column means (in X's dtype) and the mean of the column variances, chunked."""
+    total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+    for sl in iter_chunks(X.shape[0], rows):
+        total += X[sl].sum(0, dtype=torch.float64)
+    mean = (total / X.shape[0]).to(X.dtype)
+    var = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+    for sl in iter_chunks(X.shape[0], rows):
+        var += (X[sl] - mean).square().sum(0, dtype=torch.float64)
+    return mean, float((var / X.shape[0]).mean())
+
+
+class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                            BaseEstimator):
+    """The clustering circuit behind the scikit-learn API; subclasses pick the update.
+
+    Hooks: ``_make_update(n_features, indices, generator)`` returns the center-update block
+    (``_updates.py``); ``_preprocess(X)`` maps validated data to the points the circuit
+    sees (the sphere, for spherical k-means); ``_store(update)`` keeps what a variant adds
+    to the fitted attributes; ``_point_cost(sq_dist)`` turns squared distances to the
+    closest center into the per-point objective.
+    """
+
+    _attention = "euclidean"
+    _center_data = True
+    _init_options = ("k-means++", "random")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    # -- hooks -------------------------------------------------------------------------
+
+    def _preprocess(self, X):
+        return X
+
+    def _make_update(self, n_features, indices, generator):
+        raise NotImplementedError
+
+    def _store(self, update):
+        pass
+
+    def _point_cost(self, sq_dist):
+        return sq_dist
+
+    def _tol(self, mean_variance):
+        return self.tol * mean_variance
+
+    # -- fitting -----------------------------------------------------------------------
+
+    def _check_init(self, X, random_state):
+        """The init as an array of shape (n_clusters, n_features) of X's dtype, or a string.
+
+        A callable is called here, once per initialization, with ``random_state``.
+        """
+        init = self.init
+        if isinstance(init, str):
+            return init
+        if callable(init):
+            init = init(X, self.n_clusters, random_state=random_state)
+        init = check_array(init, dtype=X.dtype, copy=True, order="C")
+        if init.shape != (self.n_clusters, X.shape[1]):
+            raise ValueError(
+                f"The shape of the initial centers {init.shape} does not match "
+                f"(n_clusters, n_features) = ({self.n_clusters}, {X.shape[1]})."
+            )
+        return init
+
+    def _n_init(self):
+        if self.n_init != "auto":
+            if not isinstance(self.init, str) and not callable(self.init) and self.n_init != 1:
+                warnings.warn(
+                    "Explicit initial center position passed: performing only one init in "
+                    f"{type(self).__name__} instead of n_init={self.n_init}.",
+                    RuntimeWarning, stacklevel=3,
+                )
+                return 1
+            return self.n_init
+        if isinstance(self.init, str) and self.init == "random" or callable(self.init):
+            return 10
+        return 1
+
+    def _initialize(self, points, init, generator, sample_weight):
+        """Initial centers (shifted coordinates) and, when they are rows, their indices."""
+        if isinstance(init, np.ndarray):
+            return self._preprocess_centers(to_tensor(init, points.X.device) - points.shift,
+                                            points), None
+        if init == "random":
+            return random_rows(points, self.n_clusters, generator=generator)
+        return kmeans_plusplus(points, self.n_clusters, generator=generator,
+                               sample_weight=sample_weight)
+
+    def _preprocess_centers(self, centers, points):
+        return centers
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Run the circuit on X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data, dense. float32 stays float32; anything else becomes float64.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each point in the center update and in the inertia.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
+                          accept_sparse=False)
+        n_samples = X.shape[0]
+        if n_samples < self.n_clusters:
+            raise ValueError(
+                f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
+            )
+        sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
+        n_init = self._n_init()
+        random_state = check_random_state(self.random_state)  # for a callable init only
+        init = self._check_init(X, random_state)
+        device = resolve_device(self.device)
+        generator = make_generator(self.random_state, device=device)
+        X = self._preprocess(X)
+
+        with torch.inference_mode():
+            Xt = to_tensor(X, device)
+            wt = None if sample_weight is None else to_tensor(sample_weight, device)
+            rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
+            shift, mean_var = _mean_and_mean_variance(Xt, rows)
+            if not self._center_data:
+                shift = torch.zeros_like(shift)
+            points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+            best = None
+            for run in range(n_init):
+                if run > 0 and callable(self.init):
+                    init = self._check_init(X, random_state)
+                centers, indices = self._initialize(points, init, generator, wt)
+                update = self._make_update(X.shape[1], indices, generator)
+                if self.verbose:
+                    print("Initialization complete")
+                with ChunkRunner.for_device(device, n_samples, rows) as runner:
+                    result = _lloyd.run_layers(
+                        points, wt, centers, update=update, max_iter=self.max_iter,
+                        tol=self._tol(mean_var), verbose=self.verbose, runner=runner,
+                    )
+                if best is None or result[2] < best[0][2]:
+                    best = result, update
+            (centers, labels, inertia, n_iter), update = best
+            self.cluster_centers_ = to_numpy(centers + shift)
+            self.labels_ = to_numpy(labels).astype(np.int32)
+            self._store(update)
+        self.inertia_ = inertia
+        self.n_iter_ = n_iter
+        self._n_features_out = self.n_clusters
+        n_distinct = len(np.unique(self.labels_[self.labels_ >= 0]))
+        if n_distinct < self.n_clusters:
+            warnings.warn(
+                f"Number of distinct clusters ({n_distinct}) found smaller than "
+                f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
+                ConvergenceWarning, stacklevel=2,
+            )
+        return self
+
+    # -- using the fitted centers ------------------------------------------------------
+
+    def _prepare(self, X):
+        """Point tokens of the validated X and the centers in their coordinates."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
+                          accept_sparse=False, reset=False)
+        X = self._preprocess(X)
+        device = resolve_device(self.device, fallback=True)
+        Xt = to_tensor(X, device)
+        centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
+        shift = centers.mean(0)
+        rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
+        points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+        return points, centers - shift
+
+    def _sq_distances(self, X):
+        """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
+        points, centers = self._prepare(X)
+        with ChunkRunner.for_device(centers.device, points.n, points.rows) as runner:
+            return _lloyd.sq_distances(points, centers, runner=runner)
+
+    def _assign(self, X):
+        """Labels and squared distances to the closest center, as tensors."""
+        points, centers = self._prepare(X)
+        with ChunkRunner.for_device(centers.device, points.n, points.rows) as runner:
+            return _lloyd.assign(points, centers, runner=runner)
+
+    def predict(self, X):
+        """Index of the closest center for each sample (the assignment block).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        with torch.inference_mode():
+            return to_numpy(self._assign(X)[0]).astype(np.int32)
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def transform(self, X):
+        """Euclidean distance of each sample to each center.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        with torch.inference_mode():
+            return to_numpy(self._sq_distances(X).sqrt_())
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit and return the distances of X to the centers."""
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def _costs(self, X):
+        """Per-sample objective (numpy float64) and labels of X at the fitted centers."""
+        with torch.inference_mode():
+            labels, min_dist = self._assign(X)
+            return to_numpy(self._point_cost(min_dist)).astype(np.float64), to_numpy(labels)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the objective (the inertia) of X at the fitted centers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        cost, _ = self._costs(X)
+        sample_weight = check_sample_weight(sample_weight, len(cost), np.float64)
+        if sample_weight is not None:
+            cost = cost * sample_weight
+        return -float(cost.sum())

@@ -1,0 +1,225 @@
+"""The center-update blocks: what makes each clustering variant what it is.
+
+Every variant runs the same layer (``_lloyd.run_layers``): the assignment block scores the
+points against the centers, then one of these updates lets each center attend to its
+members with its own weighting (``sktransformer.attention._grouped``):
+
+=================  ===========================================  ======================
+update             attention of center j over its members       variant
+=================  ===========================================  ======================
+``Mean``           uniform (hard) or soft assignments            k-means, soft k-means
+``Mean(sphere)``   uniform, then the token is normalized         spherical k-means
+``Trim``           norm-max: uniform over the members within     trimmed k-means
+                   the (1 - trim)-quantile of the distances
+``Sparsemax``      sparsemax of ``-beta ||x - c||^2 / sqrt(d)``  robust k-means
+``Medoid``         arg-max (with Gumbel noise: a sample) of      k-medoids
+                   minus the in-cluster cost; a data point
+=================  ===========================================  ======================
+
+An update is called as ``update(points, sample_weight, centers, labels, min_dist, sums,
+weight, runner=...)`` after the assignment block wrote ``labels`` and ``min_dist`` (and, when
+``update.accumulate``, the members' ``sums`` and ``weight``), and returns the new centers,
+the output labels (``-1`` marks a trimmed point) and the objective of the input centers.
+``finalize`` turns the last assignment into the fitted labels and inertia. ``strict`` says
+whether unchanged output labels mean a fixed point (scikit-learn's strict convergence).
+"""
+
+import math
+
+import torch
+
+from ..attention import _grouped
+from . import _lloyd
+
+
+def _objective(min_dist, sample_weight, mask=None):
+    dist = min_dist if sample_weight is None else min_dist * sample_weight
+    if mask is not None:
+        dist = dist * mask
+    return float(dist.sum())
+
+
+def normalize_rows(centers, old_centers=None):
+    """Rows scaled to unit norm; a zero row keeps ``old_centers``' row (or stays 0)."""
+    norm = centers.norm(dim=1, keepdim=True)
+    unit = centers / norm.clamp(min=torch.finfo(centers.dtype).tiny)
+    fallback = torch.zeros_like(centers) if old_centers is None else old_centers
+    return torch.where(norm > 0, unit, fallback)
+
+
+class Mean:
+    """Lloyd's update: the (weighted) mean of the members, or the soft-assignment average.
+
+    With ``sphere=True`` the new center is projected back onto the unit sphere
+    (Dhillon & Modha's spherical k-means; the token normalization of the circuit).
+    """
+
+    accumulate = True
+
+    def __init__(self, temperature=None, sphere=False):
+        self.temperature, self.sphere = temperature, sphere
+        self.strict = temperature is None
+
+    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
+                 runner):
+        _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
+                              hard=self.temperature is None)
+        new = _lloyd.average(sums, weight, centers)
+        if self.sphere:
+            new = normalize_rows(new, centers)
+        return new, labels, _objective(min_dist, sample_weight)
+
+    def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
+        return centers, labels, _objective(min_dist, sample_weight)
+
+
+class Trim:
+    """Trimmed k-means: each center averages its members within a distance threshold.
+
+    ``mode="global"`` keeps the points nearest their centers that carry ``1 - trim`` of
+    the total weight, one threshold for all (Cuesta-Albertos, Gordaliza & Matran 1997; R's
+    tclust with ``restr.fact = 1``); ``mode="per_cluster"`` keeps, in each cluster, the
+    members within the ``(1 - trim)``-quantile of that cluster's distances (the paper's
+    trimmed step). Trimmed points get label -1 and weigh nothing in the update. Empty
+    clusters move onto the farthest kept points.
+    """
+
+    accumulate = False
+    temperature = None
+    strict = True
+
+    def __init__(self, n_clusters, trim, mode):
+        self.n_clusters, self.trim, self.mode = n_clusters, trim, mode
+        self.thresholds = None  # squared distances, shape (n_clusters,)
+
+    def _mark(self, labels, min_dist, sample_weight):
+        k = self.n_clusters
+        if self.mode == "global":
+            groups, n_groups = torch.zeros_like(labels), 1
+        else:
+            groups, n_groups = labels, k
+        score = -min_dist
+        cut = _grouped.group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
+        kept = score >= cut[groups]
+        cut = cut.expand(k) if self.mode == "global" else cut
+        self.thresholds = -cut
+        return torch.where(kept, labels, -1), kept
+
+    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
+                 runner):
+        marked, kept = self._mark(labels, min_dist, sample_weight)
+        w = kept.to(min_dist.dtype)
+        if sample_weight is not None:
+            w = w * sample_weight
+        sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
+        weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)
+        far_kept = torch.where(kept, min_dist, -1.0)
+        _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
+        new = _lloyd.average(sums, weight, centers)
+        return new, marked, _objective(min_dist, sample_weight, kept)
+
+    def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
+        marked, kept = self._mark(labels, min_dist, sample_weight)
+        return centers, marked, _objective(min_dist, sample_weight, kept)
+
+
+class Sparsemax:
+    """Robust k-means: ``c_j = sum_i p_i x_i``, ``p = sparsemax(-beta ||x_i - c_j||^2 /
+    sqrt(d))`` over the members of cluster ``j`` (the paper's reference loop).
+
+    Members far from the current center get weight exactly 0, so outliers cannot pull the
+    center. As ``beta -> 0`` the weights tend to uniform (Lloyd); as ``beta`` grows, to the
+    member nearest the current center. The result depends on the distances, not only on the
+    labels, so there is no strict convergence: the loop stops on ``tol``.
+    """
+
+    accumulate = False
+    temperature = None
+    strict = False
+
+    def __init__(self, n_clusters, beta):
+        self.n_clusters, self.beta = n_clusters, beta
+
+    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
+                 runner):
+        scores = min_dist * (-self.beta / math.sqrt(points.d))
+        p = _grouped.group_sparsemax(scores, labels, self.n_clusters, sample_weight)
+        sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
+        weight = p.new_zeros(self.n_clusters).index_add_(0, labels, p).to(sums.dtype)
+        _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
+                              hard=False)
+        new = _lloyd.average(sums, weight, centers)
+        return new, labels, _objective(min_dist, sample_weight)
+
+    def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
+        return centers, labels, _objective(min_dist, sample_weight)
+
+
+class Medoid:
+    """K-medoids: each center moves to the member of least in-cluster cost.
+
+    The cost of member ``i`` of cluster ``j`` is ``sum_l w_l d(x_i, x_l)`` over the members
+    (``metric="euclidean"``), or, for ``"sqeuclidean"``, ``||x_i - m_j||^2`` with ``m_j`` the
+    members' mean (the same ordering, since ``sum_l ||x_i - x_l||^2 = W_j ||x_i - m_j||^2 +
+    const``). ``temperature=None``: the arg-max of ``-cost``, a new medoid only when
+    strictly better (the alternate step of scikit-learn-extra's KMedoids). A temperature:
+    a draw from ``softmax(-cost / (t * scale))`` by the Gumbel-max trick (randomized
+    k-medoids), ``scale`` being the mean cost at the first layer, so ``t`` is unitless.
+    Random layers may raise the objective, so the best medoids seen are kept.
+    """
+
+    def __init__(self, n_clusters, indices, *, metric="euclidean", temperature=None,
+                 generator=None):
+        self.n_clusters, self.metric = n_clusters, metric
+        self.indices = indices.clone()
+        self.gumbel_temperature, self.generator = temperature, generator
+        self.accumulate = metric == "sqeuclidean"
+        self.strict = temperature is None
+        self.temperature = None  # the assignment block is always hard
+        self.scale = None
+        self.best = None  # (objective, indices)
+
+    def objective(self, min_dist, sample_weight):
+        dist = min_dist.sqrt() if self.metric == "euclidean" else min_dist
+        return _objective(dist, sample_weight)
+
+    def _costs(self, points, sample_weight, labels, sums, weight, runner):
+        if self.metric == "sqeuclidean":
+            means = _lloyd.average(sums, weight, sums)
+            return _lloyd.sq_dist_to_own(points, means, labels, runner=runner)
+        w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+        total = w.new_zeros(self.n_clusters).index_add_(0, labels, w)
+        dist_sums = _lloyd.distance_sums(points, labels, self.n_clusters, sample_weight,
+                                         runner=runner)
+        return dist_sums / total[labels].clamp(min=torch.finfo(w.dtype).tiny)
+
+    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
+                 runner):
+        objective = self.objective(min_dist, sample_weight)
+        if self.best is None or objective < self.best[0]:
+            self.best = (objective, self.indices.clone())
+        scores = -self._costs(points, sample_weight, labels, sums, weight, runner)
+        incumbent = self.indices
+        if self.gumbel_temperature is not None:
+            if self.scale is None:
+                self.scale = float(scores.abs().mean()) or 1.0
+            scores = scores / (self.gumbel_temperature * self.scale) + _grouped.gumbel(
+                scores, generator=self.generator)
+            incumbent = None
+        chosen = _grouped.group_argmax(scores, labels, self.n_clusters, incumbent=incumbent)
+        empty = chosen < 0
+        if empty.any():  # scikit-learn's relocation: onto the farthest points
+            far = torch.topk(min_dist, int(empty.sum())).indices
+            chosen[empty] = far
+        self.indices = chosen
+        return points.rows_of(chosen), labels, objective
+
+    def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
+        objective = self.objective(min_dist, sample_weight)
+        if self.best is not None and self.best[0] < objective:
+            self.indices = self.best[1]
+            centers = points.rows_of(self.indices)
+            labels, min_dist = _lloyd.assign(points, centers, runner=runner)
+            objective = self.objective(min_dist, sample_weight)
+        return centers, labels, objective
+
