@@ -19,20 +19,25 @@ def public_estimators():
 
 def test_every_public_estimator_is_checked():
     names = {cls.__name__ for cls in public_estimators()}
-    assert "TransformerKMeans" in names
+    assert {"TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
+            "RobustTransformerKMeans", "TransformerKMedoids"} <= names
 
 
+# The random initialization (k-means++ or random rows) draws points in row order, so
+# weights and the shuffled repetition they are compared with start from different centers.
+# The layers themselves are weight/repetition equivalent: see
+# tests/cluster/test_kmeans.py::test_sample_weight_equals_repetition_from_fixed_init and
+# tests/cluster/test_variants.py::test_sample_weight_equals_repetition_from_fixed_init.
+_RANDOM_INIT = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "random init draws depend on row order; equivalence from a fixed init is tested "
+        "in tests/cluster"
+    ),
+}
 EXPECTED_FAILED_CHECKS = {
-    "TransformerKMeans": {
-        # The random initialization (k-means++ or random rows) draws points in row order, so
-        # weights and the shuffled repetition it is compared with start from different
-        # centers. The layers themselves are weight/repetition equivalent: see
-        # tests/cluster/test_kmeans.py::test_sample_weight_equals_repetition_from_fixed_init.
-        "check_sample_weight_equivalence_on_dense_data": (
-            "random init draws depend on row order; equivalence from a fixed init is tested "
-            "in test_kmeans.py"
-        ),
-    },
+    name: _RANDOM_INIT
+    for name in ["TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
+                 "RobustTransformerKMeans", "TransformerKMedoids"]
 }
 
 
@@ -47,7 +52,11 @@ def test_sklearn_compatible_estimator(estimator, check):
 
 
 @parametrize_with_checks([sktransformer.TransformerKMeans(temperature=0.5, device="cpu"),
-                          sktransformer.TransformerKMeans(attention="dot", device="cpu")],
+                          sktransformer.TransformerKMeans(attention="dot", device="cpu"),
+                          sktransformer.TrimmedTransformerKMeans(trimming="per_cluster",
+                                                                 device="cpu"),
+                          sktransformer.TransformerKMedoids(metric="sqeuclidean",
+                                                            temperature=0.1, device="cpu")],
                          expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_variants(estimator, check):
     check(estimator)

@@ -1,6 +1,21 @@
-"""K-means as a transformer: the circuit, its fast evaluation, and the estimators."""
+"""K-means as a transformer: the circuit, its fast evaluation, and the estimators.
+
+One loop (``_lloyd.run_layers``, driven by ``_base.BaseCircuitClustering``); each
+estimator is a choice of center-update block (``_updates.py``).
+"""
 
 from ._circuit import KMeansCircuit
 from ._kmeans import TransformerKMeans
+from ._kmedoids import TransformerKMedoids
+from ._robust import RobustTransformerKMeans
+from ._spherical import SphericalTransformerKMeans
+from ._trimmed import TrimmedTransformerKMeans
 
-__all__ = ["KMeansCircuit", "TransformerKMeans"]
+__all__ = [
+    "KMeansCircuit",
+    "RobustTransformerKMeans",
+    "SphericalTransformerKMeans",
+    "TransformerKMeans",
+    "TransformerKMedoids",
+    "TrimmedTransformerKMeans",
+]

@@ -85,14 +85,13 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     Hooks: ``_make_update(n_features, indices, generator)`` returns the center-update block
     (``_updates.py``); ``_preprocess(X)`` maps validated data to the points the circuit
-    sees (the sphere, for spherical k-means); ``_store(update)`` keeps what a variant adds
+    sees (the sphere, for spherical k-means); ``_store(update, points)`` keeps what a variant adds
     to the fitted attributes; ``_point_cost(sq_dist)`` turns squared distances to the
     closest center into the per-point objective.
     """
 
     _attention = "euclidean"
-    _center_data = True
-    _init_options = ("k-means++", "random")
+    _center_data = True  # shift the points by their mean (float32 precision)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -107,7 +106,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _make_update(self, n_features, indices, generator):
         raise NotImplementedError
 
-    def _store(self, update):
+    def _store(self, update, points):
         pass
 
     def _point_cost(self, sq_dist):
@@ -221,7 +220,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             (centers, labels, inertia, n_iter), update = best
             self.cluster_centers_ = to_numpy(centers + shift)
             self.labels_ = to_numpy(labels).astype(np.int32)
-            self._store(update)
+            self._store(update, points)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._n_features_out = self.n_clusters

@@ -1,0 +1,149 @@
+"""Trimmed k-means: norm-max attention in the center update drops the farthest points."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..utils import to_numpy
+from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ._updates import Trim
+
+
+class TrimmedTransformerKMeans(BaseCircuitClustering):
+    """Trimmed k-means: the points farthest from their centers are outliers, left out.
+
+    Each layer assigns every point to its closest center, then the center update is norm-max
+    attention: each center averages only its members within a distance threshold, so planted
+    outliers neither pull a center nor capture one.
+
+    * ``trimming="global"`` (the usual definition; Cuesta-Albertos, Gordaliza & Matran, 1997,
+      R's ``tclust`` with ``restr.fact = 1``): one threshold, chosen so that the points
+      nearest their centers that carry ``1 - trim`` of the total weight are kept. Each layer
+      never increases the trimmed objective.
+    * ``trimming="per_cluster"`` (the paper's variant): each cluster keeps the members within
+      the ``(1 - trim)``-quantile of its own distances, so every cluster loses about the
+      fraction ``trim``, however far its members are. This is not the descent of a fixed
+      objective: the number of kept points changes with the clusters' sizes.
+
+    Thresholds are weighted quantiles (inverted CDF): the kept set is every point whose
+    squared distance is at most the threshold, so ties are kept together and at most
+    ``trim`` of the weight is dropped (``floor(trim * n)`` points without ties or weights;
+    ``tclust`` drops ``ceil``).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    trim : float in [0, 1), default=0.05
+        Fraction of the weight (of the points) to leave out. ``trim=0`` is k-means.
+    trimming : {"global", "per_cluster"}, default="global"
+        Where the quantile is taken, see above.
+    init : {"k-means++", "random"}, callable or array-like of shape (n_clusters, n_features), \
+default="k-means++"
+        Initial centers (k-means++ on all the data, outliers included).
+    n_init : "auto" or int, default="auto"
+        Number of initializations; the lowest trimmed inertia wins.
+    max_iter : int, default=300
+        Maximum number of layers.
+    tol : float, default=1e-4
+        Relative tolerance on the total squared center shift (scaled by the mean feature
+        variance). It also stops when no label (outliers included) changes.
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
+        Where the circuit runs; ``"auto"`` uses CUDA when present.
+    random_state : int, RandomState instance or None, default=None
+        Seeds a local ``torch.Generator`` for the initialization.
+    verbose : int, default=0
+        Print the trimmed inertia after each layer.
+    batch_size : int or None, default=None
+        Points per chunk (memory only, not the result).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each training point, ``-1`` for the trimmed ones (outliers).
+    thresholds_ : ndarray of shape (n_clusters,)
+        Squared distance beyond which a point of each cluster is an outlier (all equal for
+        global trimming), from the fit's last assignment.
+    inertia_ : float
+        Sum of squared distances of the kept points to their centers (weighted).
+    n_iter_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Notes
+    -----
+    Flagging outliers in new data: ``predict`` returns ``-1`` for a point farther from its
+    closest center ``j`` than ``sqrt(thresholds_[j])``, the fitted rule applied to it;
+    ``predict(X_train)`` gives ``labels_``. ``transform`` gives the distances to every
+    center, for another rule.
+
+    See Also
+    --------
+    TransformerKMeans : ``trim=0``.
+    RobustTransformerKMeans : Down-weights far members instead of dropping them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktransformer import TrimmedTransformerKMeans
+    >>> X = np.array([[0, 0], [0, 1], [1, 0], [1, 1], [9, 9], [9, 10], [10, 9], [10, 10],
+    ...               [100, -100]])
+    >>> tkm = TrimmedTransformerKMeans(2, trim=0.12, init=X[[0, 4]], device="cpu").fit(X)
+    >>> tkm.labels_.tolist()
+    [0, 0, 0, 0, 1, 1, 1, 1, -1]
+    >>> tkm.cluster_centers_.tolist()
+    [[0.5, 0.5], [9.5, 9.5]]
+    >>> tkm.predict([[0.5, 0.2], [50, 50]]).tolist()
+    [0, -1]
+    """
+
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "trim": [Interval(Real, 0, 1, closed="left")],
+        "trimming": [StrOptions({"global", "per_cluster"})],
+    }
+
+    def __init__(self, n_clusters=8, *, trim=0.05, trimming="global", init="k-means++",
+                 n_init="auto", max_iter=300, tol=1e-4, device="auto", random_state=None,
+                 verbose=0, batch_size=None):
+        self.n_clusters = n_clusters
+        self.trim = trim
+        self.trimming = trimming
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.batch_size = batch_size
+
+    def _make_update(self, n_features, indices, generator):
+        return Trim(self.n_clusters, self.trim, self.trimming)
+
+    def _store(self, update, points):
+        self.thresholds_ = to_numpy(update.thresholds).astype(np.float64)
+
+    def _costs(self, X):
+        """Per-sample trimmed cost (0 for an outlier) and label (-1 for an outlier)."""
+        cost, labels = super()._costs(X)
+        kept = cost <= self.thresholds_[labels]
+        return np.where(kept, cost, 0.0), np.where(kept, labels, -1)
+
+    def predict(self, X):
+        """Closest center of each sample, or ``-1`` beyond the cluster's fitted threshold.
+
+        ``score`` is then the opposite of the trimmed inertia of X: the squared distances of
+        the samples that are not outliers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        return self._costs(X)[1].astype(np.int32)
