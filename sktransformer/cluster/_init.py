@@ -4,15 +4,31 @@ import math
 
 import torch
 
+from ..attention._grouped import group_quantile
 from ._lloyd import sq_distances
 
 
-def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_local_trials=None):
+def _potential(dist, w, trim):
+    """``sum w D^2`` over the points kept by trimming ``trim`` of the weight, and the mask."""
+    if trim == 0:
+        return float((w * dist).sum()), None
+    one = torch.zeros(dist.shape, dtype=torch.long, device=dist.device)
+    kept = dist <= -group_quantile(-dist, one, 1, w, q=1 - trim)[0]
+    return float((w * dist * kept).sum()), kept
+
+
+def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_local_trials=None,
+                    trim=0.0):
     """Greedy k-means++ (Arthur & Vassilvitskii; the variant scikit-learn uses).
 
     Each new center is the best, by potential, of ``2 + int(log k)`` candidates sampled with
     probability proportional to ``w_i D(x_i)^2``. Guts only: ``points`` (a
     :class:`~sktransformer.cluster._lloyd.PointTokens`) holds valid data.
+
+    With ``trim > 0`` (trimmed k-means) the seeding ignores the points that the centers
+    chosen so far would trim: candidates are drawn from the kept points only and judged by
+    the trimmed potential, so that far outliers, which plain k-means++ favours, are not
+    picked as centers.
 
     Returns
     -------
@@ -34,17 +50,18 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
     centers = torch.empty(n_clusters, d, dtype=X.dtype, device=X.device)
     centers[0] = points.rows_of(first[0])
     closest = sq_distances(points, centers[:1])[:, 0].to(torch.float64)
-    potential = float((w * closest).sum())
+    potential, kept = _potential(closest, w, trim)
     for c in range(1, n_clusters):
         draws = torch.rand(n_local_trials, dtype=torch.float64, generator=generator,
                            device=gen_device).to(X.device) * potential
-        cumulative = torch.cumsum(w * closest, 0)
+        mass = w * closest if kept is None else w * closest * kept
+        cumulative = torch.cumsum(mass, 0)
         candidates = torch.searchsorted(cumulative, draws).clamp_(max=n - 1)
         cand = points.rows_of(candidates)
         dist = torch.minimum(closest, sq_distances(points, cand).T.to(torch.float64))
-        potentials = (dist * w).sum(1)
-        best = int(torch.argmin(potentials))
-        potential = float(potentials[best])
+        trials = [_potential(row, w, trim) for row in dist]
+        best = min(range(len(trials)), key=lambda t: trials[t][0])
+        potential, kept = trials[best]
         closest = dist[best]
         indices[c] = candidates[best]
         centers[c] = cand[best]

@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..utils import to_numpy
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ._init import kmeans_plusplus
 from ._updates import Trim
 
 
@@ -41,7 +42,8 @@ class TrimmedTransformerKMeans(BaseCircuitClustering):
         Where the quantile is taken, see above.
     init : {"k-means++", "random"}, callable or array-like of shape (n_clusters, n_features), \
 default="k-means++"
-        Initial centers (k-means++ on all the data, outliers included).
+        Initial centers. ``"k-means++"`` is trimmed k-means++: each new center is drawn
+        from the points the centers so far would keep, so outliers are not seeded.
     n_init : "auto" or int, default="auto"
         Number of initializations; the lowest trimmed inertia wins.
     max_iter : int, default=300
@@ -65,7 +67,8 @@ default="k-means++"
         Cluster of each training point, ``-1`` for the trimmed ones (outliers).
     thresholds_ : ndarray of shape (n_clusters,)
         Squared distance beyond which a point of each cluster is an outlier (all equal for
-        global trimming), from the fit's last assignment.
+        global trimming): that of the farthest kept training point, ``inf`` for a cluster
+        from which nothing was trimmed.
     inertia_ : float
         Sum of squared distances of the kept points to their centers (weighted).
     n_iter_ : int
@@ -75,8 +78,10 @@ default="k-means++"
     Notes
     -----
     Flagging outliers in new data: ``predict`` returns ``-1`` for a point farther from its
-    closest center ``j`` than ``sqrt(thresholds_[j])``, the fitted rule applied to it;
-    ``predict(X_train)`` gives ``labels_``. ``transform`` gives the distances to every
+    closest center ``j`` than ``sqrt(thresholds_[j])``, the fitted rule applied to it (with
+    a relative slack of ``sqrt(eps)`` of the dtype on the squared distance, so that the
+    rounding of a recomputed distance does not flip the training point on the boundary:
+    ``predict(X_train)`` gives ``labels_``). ``transform`` gives the distances to every
     center, for another rule.
 
     See Also
@@ -120,6 +125,12 @@ default="k-means++"
         self.verbose = verbose
         self.batch_size = batch_size
 
+    def _initialize(self, points, init, generator, sample_weight):
+        if isinstance(init, str) and init == "k-means++":
+            return kmeans_plusplus(points, self.n_clusters, generator=generator,
+                                   sample_weight=sample_weight, trim=self.trim)
+        return super()._initialize(points, init, generator, sample_weight)
+
     def _make_update(self, n_features, indices, generator):
         return Trim(self.n_clusters, self.trim, self.trimming)
 
@@ -129,7 +140,8 @@ default="k-means++"
     def _costs(self, X):
         """Per-sample trimmed cost (0 for an outlier) and label (-1 for an outlier)."""
         cost, labels = super()._costs(X)
-        kept = cost <= self.thresholds_[labels]
+        slack = np.sqrt(np.finfo(self.cluster_centers_.dtype).eps)
+        kept = cost <= self.thresholds_[labels] * (1 + slack)
         return np.where(kept, cost, 0.0), np.where(kept, labels, -1)
 
     def predict(self, X):

@@ -92,18 +92,28 @@ class Trim:
         self.n_clusters, self.trim, self.mode = n_clusters, trim, mode
         self.thresholds = None  # squared distances, shape (n_clusters,)
 
-    def _mark(self, labels, min_dist, sample_weight):
-        k = self.n_clusters
+    def _groups(self, labels):
         if self.mode == "global":
-            groups, n_groups = torch.zeros_like(labels), 1
-        else:
-            groups, n_groups = labels, k
+            return torch.zeros_like(labels), 1
+        return labels, self.n_clusters
+
+    def _mark(self, labels, min_dist, sample_weight):
+        groups, n_groups = self._groups(labels)
         score = -min_dist
         cut = _grouped.group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
         kept = score >= cut[groups]
-        cut = cut.expand(k) if self.mode == "global" else cut
-        self.thresholds = -cut
         return torch.where(kept, labels, -1), kept
+
+    def _thresholds(self, labels, min_dist, kept):
+        """Per cluster, the squared distance of the farthest kept point, ``inf`` where
+        nothing was trimmed (trimming nothing flags nothing)."""
+        groups, n_groups = self._groups(labels)
+        far_kept = min_dist.new_zeros(n_groups).scatter_reduce_(
+            0, groups[kept], min_dist[kept], "amax")
+        trimmed = torch.zeros(n_groups, dtype=torch.bool, device=labels.device)
+        trimmed[groups[~kept]] = True
+        radius = torch.where(trimmed, far_kept, torch.inf)
+        return radius.expand(self.n_clusters) if self.mode == "global" else radius
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
@@ -120,6 +130,7 @@ class Trim:
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
         marked, kept = self._mark(labels, min_dist, sample_weight)
+        self.thresholds = self._thresholds(labels, min_dist, kept)
         return centers, marked, _objective(min_dist, sample_weight, kept)
 
 
@@ -215,11 +226,12 @@ class Medoid:
         return points.rows_of(chosen), labels, objective
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
-        objective = self.objective(min_dist, sample_weight)
-        if self.best is not None and self.best[0] < objective:
+        if self.best is not None and self.best[0] < self.objective(min_dist, sample_weight):
             self.indices = self.best[1]
             centers = points.rows_of(self.indices)
-            labels, min_dist = _lloyd.assign(points, centers, runner=runner)
-            objective = self.objective(min_dist, sample_weight)
-        return centers, labels, objective
+            labels, _ = _lloyd.assign(points, centers, runner=runner)
+        # by differences, not the matmul form: a medoid's own distance is exactly 0, which
+        # matters under the square root of the Euclidean metric
+        exact = _lloyd.sq_dist_to_own(points, centers, labels, runner=runner)
+        return centers, labels, self.objective(exact, sample_weight)
 

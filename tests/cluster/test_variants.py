@@ -1,0 +1,333 @@
+"""The clustering variants against plain-numpy references, and their own behaviour."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_digits, load_iris, make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sktransformer import (
+    RobustTransformerKMeans,
+    SphericalTransformerKMeans,
+    TransformerKMeans,
+    TransformerKMedoids,
+    TrimmedTransformerKMeans,
+)
+from sktransformer.cluster import _lloyd
+from sktransformer.utils import DeviceWarning
+
+from ..conftest import jittered
+from . import reference
+
+VARIANTS = [
+    SphericalTransformerKMeans,
+    TrimmedTransformerKMeans,
+    RobustTransformerKMeans,
+    TransformerKMedoids,
+]
+
+
+def _data():
+    X_blobs, _ = make_blobs(600, n_features=4, centers=5, cluster_std=1.5, random_state=0)
+    return {
+        "iris": jittered(load_iris().data),
+        "digits": jittered(load_digits().data[:600]),
+        "blobs": X_blobs + 3.0,  # off the origin: directions differ for spherical k-means
+    }
+
+
+DATA = _data()
+
+
+def _init(X, k, seed=0):
+    return X[np.random.default_rng(seed).choice(len(X), k, replace=False)]
+
+
+# -- each variant equals its independent numpy reference -----------------------------------
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_spherical_equals_dhillon_modha(name, dtype):
+    X, k = DATA[name].astype(dtype), 5
+    init = _init(X, k)
+    ours = SphericalTransformerKMeans(k, init=init, max_iter=10, tol=0, device="cpu").fit(X)
+    _, centers = reference.spherical_kmeans(X.astype(np.float64), init.astype(np.float64),
+                                            10)[-1]
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    np.testing.assert_array_equal(ours.labels_, (Xn @ centers.T).argmax(1))
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(ours.cluster_centers_, centers, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(np.linalg.norm(ours.cluster_centers_, axis=1), 1.0, rtol=rtol)
+    cos = (Xn * centers[ours.labels_]).sum(1)
+    assert ours.inertia_ == pytest.approx(2 * (1 - cos).sum(), rel=10 * rtol)
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("trimming", ["global", "per_cluster"])
+@pytest.mark.parametrize("trim", [0.05, 0.2])
+def test_trimmed_equals_reference(name, trimming, trim):
+    X, k = DATA[name], 4
+    init = _init(X, k, seed=1)
+    ours = TrimmedTransformerKMeans(k, trim=trim, trimming=trimming, init=init, max_iter=10,
+                                    tol=0, device="cpu").fit(X)
+    history = reference.trimmed_kmeans(X, init, 10, trim, trimming)
+    centers = history[-1][1]
+    np.testing.assert_allclose(ours.cluster_centers_, centers, rtol=1e-10, atol=1e-10)
+    marks, _ = reference.trimmed_kmeans(X, centers, 1, trim, trimming)[0]
+    np.testing.assert_array_equal(ours.labels_, marks)
+    d2 = reference.sq_dist(X, centers).min(1)
+    assert ours.inertia_ == pytest.approx(d2[marks >= 0].sum(), rel=1e-10)
+    if trimming == "global":
+        assert (marks < 0).sum() == int(np.floor(trim * len(X) + 1e-9))
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("beta", [0.01, 1.0, 30.0])
+def test_robust_equals_the_sparsemax_loop(name, beta):
+    X, k = DATA[name], 4
+    init = _init(X, k, seed=2)
+    ours = RobustTransformerKMeans(k, beta=beta, init=init, max_iter=8, tol=0,
+                                   device="cpu").fit(X)
+    _, centers = reference.robust_kmeans(X, init, 8, beta)[-1]
+    np.testing.assert_allclose(ours.cluster_centers_, centers, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(ours.labels_, reference.sq_dist(X, centers).argmin(1))
+
+
+@pytest.mark.parametrize("name", sorted(DATA))
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean"])
+def test_kmedoids_equals_the_alternate_step(name, metric):
+    X, k = DATA[name][:300], 5
+    start = np.random.default_rng(3).choice(len(X), k, replace=False)
+    ours = TransformerKMedoids(k, metric=metric, init=X[start], max_iter=30,
+                               device="cpu").fit(X)
+    labels, medoids = reference.kmedoids_alternate(X, start, 30, metric)[-1]
+    np.testing.assert_array_equal(ours.medoid_indices_, medoids)
+    np.testing.assert_array_equal(ours.cluster_centers_, X[medoids])
+    np.testing.assert_array_equal(ours.labels_, labels)
+    assert ours.inertia_ == pytest.approx(reference.medoid_objective(X, medoids, metric),
+                                          rel=1e-10)
+
+
+def test_kmedoids_matches_scikit_learn_extra():
+    # scikit-learn-extra 0.3.0 (its last release) ships wheels built against numpy 1.x and
+    # fails to import beside numpy 2 ("numpy.dtype size changed"), so this runs only in an
+    # environment with numpy < 2 where it imports; the numpy reference above always runs.
+    extra = pytest.importorskip("sklearn_extra.cluster", exc_type=ImportError)
+    for X in (DATA["iris"], DATA["blobs"][:300]):
+        start = np.random.default_rng(4).choice(len(X), 4, replace=False)
+        for metric in ("euclidean", "sqeuclidean"):
+            theirs = extra.KMedoids(4, metric=metric, method="alternate", init=X[start],
+                                    max_iter=300).fit(X)
+            ours = TransformerKMedoids(4, metric=metric, init=X[start], device="cpu").fit(X)
+            np.testing.assert_array_equal(ours.medoid_indices_, theirs.medoid_indices_)
+            np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+            # theirs sums square roots of matmul-form squared distances (a medoid is ~1e-7
+            # from itself); ours takes differences: equal to rounding
+            assert ours.inertia_ == pytest.approx(theirs.inertia_, rel=1e-8)
+
+
+# -- weights, limits and special cases -----------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda init: SphericalTransformerKMeans(4, init=init),
+    lambda init: TrimmedTransformerKMeans(4, trim=0.1, init=init),
+    lambda init: TrimmedTransformerKMeans(4, trim=0.1, trimming="per_cluster", init=init),
+    lambda init: RobustTransformerKMeans(4, beta=2.0, init=init),
+    lambda init: TransformerKMedoids(4, init=init),
+], ids=["spherical", "trimmed", "trimmed-per-cluster", "robust", "kmedoids"])
+def test_sample_weight_equals_repetition_from_fixed_init(make):
+    X = DATA["blobs"][:200]
+    w = np.random.default_rng(0).integers(0, 4, len(X))
+    init = X[w > 0][:4]
+    weighted = make(init).set_params(max_iter=30, device="cpu").fit(X, sample_weight=w)
+    repeated = make(init).set_params(max_iter=30, device="cpu").fit(np.repeat(X, w, axis=0))
+    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_,
+                               rtol=1e-9, atol=1e-9)
+    assert weighted.inertia_ == pytest.approx(repeated.inertia_, rel=1e-9)
+    np.testing.assert_array_equal(np.repeat(weighted.labels_, w), repeated.labels_)
+
+
+def test_trim_zero_is_kmeans():
+    X = DATA["digits"]
+    init = _init(X, 6)
+    km = TransformerKMeans(6, init=init, device="cpu").fit(X)
+    tkm = TrimmedTransformerKMeans(6, trim=0.0, init=init, device="cpu").fit(X)
+    np.testing.assert_array_equal(tkm.labels_, km.labels_)
+    np.testing.assert_allclose(tkm.cluster_centers_, km.cluster_centers_, rtol=1e-10)
+    assert tkm.n_iter_ == km.n_iter_
+
+
+def test_robust_with_tiny_beta_is_kmeans_and_large_beta_resists_an_outlier():
+    X = DATA["blobs"]
+    init = _init(X, 5)
+    km = TransformerKMeans(5, init=init, max_iter=20, tol=0, device="cpu").fit(X)
+    tiny = RobustTransformerKMeans(5, beta=1e-9, init=init, max_iter=20, tol=0,
+                                   device="cpu").fit(X)
+    np.testing.assert_allclose(tiny.cluster_centers_, km.cluster_centers_, rtol=1e-6)
+    inliers = np.random.default_rng(0).normal(size=(50, 2))
+    X2 = np.vstack([inliers, [[500.0, 500.0]]])
+    centered = RobustTransformerKMeans(1, init=[[0.0, 0.0]], device="cpu").fit(X2)
+    assert np.abs(centered.cluster_centers_ - inliers.mean(0)).max() < 0.1
+    assert np.abs(X2.mean(0) - inliers.mean(0)).max() > 9  # the mean is dragged ~10 away
+
+
+def test_spherical_ignores_row_scale_and_handles_zero_rows():
+    X = DATA["iris"]
+    init = _init(X, 3)
+    a = SphericalTransformerKMeans(3, init=init, device="cpu").fit(X)
+    scale = np.random.default_rng(0).uniform(0.01, 100, size=(len(X), 1))
+    b = SphericalTransformerKMeans(3, init=init, device="cpu").fit(X * scale)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-10)
+    Xz = np.vstack([X, np.zeros((1, 4))])
+    c = SphericalTransformerKMeans(3, init=init, device="cpu").fit(Xz)
+    assert np.isfinite(c.cluster_centers_).all() and c.labels_[-1] == 0
+    np.testing.assert_allclose(c.cluster_centers_, a.cluster_centers_, rtol=1e-10)
+
+
+def _planted_outliers(seed=0):
+    rng = np.random.default_rng(seed)
+    true_centers = np.array([[0.0, 0.0], [6.0, 0.0], [3.0, 5.0]])
+    inliers = np.vstack([c + rng.normal(size=(150, 2)) for c in true_centers])
+    outliers = rng.uniform(-60, 60, size=(25, 2))
+    outliers = outliers[np.linalg.norm(outliers - 3, axis=1) > 20]
+    return np.vstack([inliers, outliers]), true_centers, len(inliers)
+
+
+def _center_error(found, true_centers):
+    d = reference.sq_dist(true_centers, found)
+    return np.sqrt(d.min(1)).max()
+
+
+def test_trimming_recovers_the_centers_that_outliers_ruin_for_kmeans():
+    X, true_centers, n_in = _planted_outliers()
+    km = TransformerKMeans(3, random_state=0, n_init=5, device="cpu").fit(X)
+    tkm = TrimmedTransformerKMeans(3, trim=0.1, random_state=0, n_init=5, device="cpu").fit(X)
+    assert _center_error(km.cluster_centers_, true_centers) > 2.0
+    assert _center_error(tkm.cluster_centers_, true_centers) < 0.3
+    assert (tkm.labels_[n_in:] == -1).all()  # every planted outlier is trimmed
+    # predict applies the fitted thresholds: the training labels, and new far points are -1
+    np.testing.assert_array_equal(tkm.predict(X), tkm.labels_)
+    assert tkm.predict([[100.0, 100.0]])[0] == -1
+    assert tkm.predict(true_centers).tolist() == tkm.predict(true_centers + 0.1).tolist()
+    assert (tkm.predict(true_centers) >= 0).all()
+    assert tkm.score(X) == pytest.approx(-tkm.inertia_, rel=1e-9)
+
+
+def test_per_cluster_trimming_drops_a_share_of_every_cluster():
+    X, _ = make_blobs(900, centers=[[0, 0], [8, 0], [0, 8]], cluster_std=[0.5, 1.0, 2.0],
+                      random_state=0)
+    tkm = TrimmedTransformerKMeans(3, trim=0.1, trimming="per_cluster", random_state=0,
+                                   device="cpu").fit(X)
+    assert tkm.thresholds_.shape == (3,) and len(set(tkm.thresholds_)) == 3
+    d2 = tkm.transform(X) ** 2
+    assigned = d2.argmin(1)
+    for j in range(3):
+        n_j = (assigned == j).sum()
+        assert (tkm.labels_[assigned == j] == -1).sum() == np.floor(0.1 * n_j + 1e-9)
+        assert (d2[tkm.labels_ == j, j] <= tkm.thresholds_[j] * (1 + 1e-9)).all()
+    glob = TrimmedTransformerKMeans(3, trim=0.1, random_state=0, device="cpu").fit(X)
+    assert len(set(glob.thresholds_)) == 1
+    # one global radius trims the wide cluster most, per-cluster trimming each alike
+    wide = np.argmax([d2[assigned == j, j].mean() for j in range(3)])
+    assert (glob.labels_[assigned == wide] == -1).mean() > 0.25
+
+
+def test_gumbel_kmedoids_samples_and_tiny_temperature_is_deterministic():
+    X = DATA["blobs"][:300]
+    start = X[np.random.default_rng(5).choice(len(X), 5, replace=False)]
+    det = TransformerKMedoids(5, init=start, device="cpu").fit(X)
+    cold = TransformerKMedoids(5, init=start, temperature=1e-12, random_state=0,
+                               device="cpu").fit(X)
+    np.testing.assert_array_equal(cold.medoid_indices_, det.medoid_indices_)
+    hot = [TransformerKMedoids(5, init=start, temperature=1.0, max_iter=40, random_state=s,
+                               device="cpu").fit(X) for s in range(3)]
+    assert len({tuple(sorted(h.medoid_indices_)) for h in hot}) > 1  # it samples
+    for h in hot:
+        np.testing.assert_array_equal(h.cluster_centers_, X[h.medoid_indices_])
+        # the best medoids seen are kept, and the first layer starts from `start`
+        assert h.inertia_ <= reference.medoid_objective(
+            X, [int(np.flatnonzero((X == c).all(1))[0]) for c in start]) + 1e-9
+        np.testing.assert_array_equal(h.labels_, h.predict(X))
+
+
+@pytest.mark.parametrize("init", ["k-medoids++", "random", "heuristic"])
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean"])
+def test_kmedoids_inits_pick_data_points(init, metric):
+    X, y = make_blobs(400, centers=4, cluster_std=0.6, random_state=2)
+    kmed = TransformerKMedoids(4, init=init, metric=metric, random_state=0,
+                               device="cpu").fit(X)
+    assert len(set(kmed.medoid_indices_)) == 4
+    np.testing.assert_array_equal(kmed.cluster_centers_, X[kmed.medoid_indices_])
+    if init != "heuristic":  # heuristic starts all medoids near the middle of the data
+        assert adjusted_rand_score(y, kmed.labels_) > 0.95
+    D = reference.sq_dist(X, kmed.cluster_centers_)
+    expected = np.sqrt(D) if metric == "euclidean" else D
+    np.testing.assert_allclose(kmed.transform(X), expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean"])
+def test_kmedoids_heuristic_is_the_least_total_cost_points(metric):
+    X = DATA["iris"]
+    D = reference.sq_dist(X, X)
+    D = np.sqrt(D) if metric == "euclidean" else D
+    expected = np.sort(np.argsort(D.sum(1), kind="stable")[:3])
+    points = _lloyd.PointTokens(torch.from_numpy(X), rows=64)
+    _, indices = TransformerKMedoids(3, metric=metric)._initialize(points, "heuristic",
+                                                                   None, None)
+    np.testing.assert_array_equal(np.sort(indices.numpy()), expected)
+
+
+# -- the conventions, for every variant -----------------------------------------------------
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_bad_input_is_a_clear_error_and_loses_nothing(cls):
+    X = DATA["blobs"][:100]
+    est = cls(3, random_state=0, device="cpu").fit(X)
+    centers = est.cluster_centers_.copy()
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        clone(est).fit(bad)
+    with pytest.raises(ValueError, match="n_samples=2 should be >= n_clusters=3"):
+        clone(est).fit(X[:2])
+    with pytest.raises(TypeError, match=r"dense data is required.*toarray"):
+        clone(est).fit(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="X has 2 features"):
+        est.predict(X[:, :2])
+    with pytest.raises(ValueError, match="infinity"):
+        est.predict(np.full((2, 4), np.inf))
+    np.testing.assert_array_equal(est.cluster_centers_, centers)
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_fitted_on_gpu_predicts_on_cpu_and_global_rng_untouched(cls, monkeypatch):
+    X = DATA["blobs"][:200]
+    torch_state = torch.get_rng_state()
+    est = cls(3, random_state=0, device="cpu").fit(X)
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    np.testing.assert_array_equal(clone(est).fit(X).labels_, est.labels_)  # seeded
+    est.set_params(device="cuda")
+    for name, value in vars(est).items():
+        assert not isinstance(value, torch.Tensor), name
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = pickle.loads(pickle.dumps(est))
+    with pytest.warns(DeviceWarning, match="CUDA is not available"):
+        np.testing.assert_array_equal(loaded.predict(X), est.labels_)
+
+
+@pytest.mark.parametrize("cls", VARIANTS)
+def test_pipeline_and_grid_search(cls):
+    X = DATA["blobs"][:300]
+    pipe = make_pipeline(StandardScaler(), cls(random_state=0, device="cpu"))
+    name = pipe.steps[-1][0]
+    search = GridSearchCV(pipe, {f"{name}__n_clusters": [2, 5]}, cv=3).fit(X)
+    assert search.best_params_[f"{name}__n_clusters"] == 5
