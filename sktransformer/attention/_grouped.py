@@ -95,13 +95,15 @@ def group_sparsemax(scores, groups, n_groups, weight=None):
     return w * (s - tau[groups]).clamp(min=0.0)
 
 
-def group_argmax(scores, groups, n_groups, *, incumbent=None):
+def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):
     """Per group, the index of the key with the highest score (-1 for an empty group).
 
     The hard-attention limit in which one key takes all the weight: the one-hot weights are
     returned in their sparse form, the chosen index. Ties go to the lowest index, except that
     a group's ``incumbent`` (an index, or -1 for none) is kept when it is a member and ties
     with the best: a new choice must be strictly better, as in the alternate k-medoids step.
+    ``rtol`` widens the tie to scores within ``rtol * |best|``, so that rounding does not
+    decide between keys whose exact scores are equal.
     """
     best = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
     best.scatter_reduce_(0, groups, scores, "amax")
@@ -113,7 +115,8 @@ def group_argmax(scores, groups, n_groups, *, incumbent=None):
     if incumbent is not None:
         safe = incumbent.clamp(min=0)
         own = torch.arange(n_groups, device=scores.device)
-        keep = (incumbent >= 0) & (groups[safe] == own) & (scores[safe] >= best)
+        close = scores[safe] >= best - rtol * best.abs()
+        keep = (incumbent >= 0) & (groups[safe] == own) & close
         chosen = torch.where(keep, incumbent, chosen)
     return torch.where(chosen == none, -1, chosen)
 

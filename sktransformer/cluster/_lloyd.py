@@ -262,7 +262,9 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
     The in-cluster cost of the alternate k-medoids step for the Euclidean metric: the
     attention of a candidate over its cluster, with the (unsquared) distance as value.
     ``O(sum_j n_j^2 d)`` time; the ``(rows, n_j)`` distance tile is chunked so memory stays
-    ``O(n + tile)``.
+    ``O(n + tile)``. Distances are taken by differences, not in the matmul form, so that
+    ``d(a, b) == d(b, a)`` exactly: the two members of a pair cost the same, and the tie
+    goes to the incumbent medoid whatever the row order.
     """
     out = points.X.new_zeros(points.n)
     w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
@@ -272,14 +274,13 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
         if m == 0:
             continue
         Xj = points.rows_of(members)
-        sq = Xj.square().sum(1)
         wj = w[members]
         rows = max(1, min(m, (1 << 18) // m))
 
-        def span(start, stop, Xj=Xj, sq=sq, wj=wj, members=members):
+        def span(start, stop, Xj=Xj, wj=wj, members=members):
             for sl in iter_chunks(stop, rows, start):
-                block = torch.addmm(sq[sl, None] + sq[None, :], Xj[sl], Xj.T, alpha=-2.0)
-                out[members[sl]] = block.clamp_(min=0.0).sqrt_() @ wj
+                block = torch.cdist(Xj[sl], Xj, compute_mode="donot_use_mm_for_euclid_dist")
+                out[members[sl]] = block @ wj
 
         runner.map(span, m)
     return out

@@ -217,7 +217,8 @@ class Medoid:
             scores = scores / (self.gumbel_temperature * self.scale) + _grouped.gumbel(
                 scores, generator=self.generator)
             incumbent = None
-        chosen = _grouped.group_argmax(scores, labels, self.n_clusters, incumbent=incumbent)
+        chosen = _grouped.group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
+                                       rtol=8 * torch.finfo(scores.dtype).eps)
         empty = chosen < 0
         if empty.any():  # scikit-learn's relocation: onto the farthest points
             far = torch.topk(min_dist, int(empty.sum())).indices
