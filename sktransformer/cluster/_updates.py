@@ -173,7 +173,9 @@ class Medoid:
     (``metric="euclidean"``), or, for ``"sqeuclidean"``, ``||x_i - m_j||^2`` with ``m_j`` the
     members' mean (the same ordering, since ``sum_l ||x_i - x_l||^2 = W_j ||x_i - m_j||^2 +
     const``). ``temperature=None``: the arg-max of ``-cost``, a new medoid only when
-    strictly better (the alternate step of scikit-learn-extra's KMedoids). A temperature:
+    strictly better (the alternate step of scikit-learn-extra's KMedoids), where costs
+    within a relative ``sqrt(eps)`` count as equal: the two members of a pair have exactly
+    equal costs, which rounding must not split. A temperature:
     a draw from ``softmax(-cost / (t * scale))`` by the Gumbel-max trick (randomized
     k-medoids), ``scale`` being the mean cost at the first layer, so ``t`` is unitless.
     Random layers may raise the objective, so the best medoids seen are kept.
@@ -218,7 +220,7 @@ class Medoid:
                 scores, generator=self.generator)
             incumbent = None
         chosen = _grouped.group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
-                                       rtol=8 * torch.finfo(scores.dtype).eps)
+                                       rtol=torch.finfo(scores.dtype).eps ** 0.5)
         empty = chosen < 0
         if empty.any():  # scikit-learn's relocation: onto the farthest points
             far = torch.topk(min_dist, int(empty.sum())).indices

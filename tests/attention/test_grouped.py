@@ -1,0 +1,101 @@
+"""The grouped weightings against per-group dense computations."""
+
+import numpy as np
+import pytest
+import torch
+
+from sktransformer.attention import sparsemax
+from sktransformer.attention._grouped import (
+    group_argmax,
+    group_mean,
+    group_normmax,
+    group_quantile,
+    group_sparsemax,
+    gumbel,
+)
+
+
+def _problem(seed=0, n=200, k=7):
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(n, generator=g, dtype=torch.float64) * 3
+    groups = torch.randint(0, k, (n,), generator=g)
+    groups[groups == 3] = 2  # group 3 empty
+    weight = torch.randint(0, 4, (n,), generator=g).to(torch.float64)
+    return scores, groups, k, weight
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_group_sparsemax_is_sparsemax_of_each_group_with_repetition(weighted):
+    scores, groups, k, weight = _problem()
+    w = weight if weighted else None
+    p = group_sparsemax(scores, groups, k, w)
+    for j in range(k):
+        members = groups == j
+        if not members.any():
+            continue
+        reps = weight[members].long() if weighted else torch.ones(int(members.sum()),
+                                                                  dtype=torch.long)
+        if reps.sum() == 0:
+            continue
+        dense = sparsemax(torch.repeat_interleave(scores[members], reps)[None])[0]
+        per_key = torch.zeros(int(members.sum()), dtype=torch.float64)
+        per_key.index_add_(0, torch.repeat_interleave(torch.arange(len(reps)), reps), dense)
+        torch.testing.assert_close(p[members], per_key)
+        assert float(p[members].sum()) == pytest.approx(1.0)
+
+
+def test_group_mean_and_normmax():
+    scores, groups, k, weight = _problem(1)
+    m = group_mean(scores, groups, k, weight)
+    threshold = torch.zeros(k, dtype=torch.float64)
+    nm = group_normmax(scores, groups, k, weight, threshold=threshold)
+    for j in range(k):
+        members = groups == j
+        if weight[members].sum() == 0:
+            assert (m[members] == 0).all()
+            continue
+        torch.testing.assert_close(m[members], weight[members] / weight[members].sum())
+        kept = members & (scores >= 0)
+        if weight[kept].sum() > 0:
+            torch.testing.assert_close(nm[kept], weight[kept] / weight[kept].sum())
+        assert (nm[members & (scores < 0)] == 0).all()
+
+
+@pytest.mark.parametrize("q", [0.0, 0.3, 0.9, 1.0])
+def test_group_quantile_is_the_weighted_inverted_cdf(q):
+    scores, groups, k, weight = _problem(2)
+    cut = group_quantile(scores, groups, k, weight, q=q)
+    for j in range(k):
+        members = (groups == j).numpy()
+        if not members.any():
+            assert cut[j] == np.inf
+            continue
+        s, w = scores.numpy()[members], weight.numpy()[members]
+        if w.sum() == 0:
+            continue
+        above = np.array([w[s >= t].sum() for t in s])  # weight at or above each score
+        valid = s[above >= q * w.sum() * (1 - 1e-9)]
+        assert float(cut[j]) == valid.max()
+
+
+def test_group_argmax_ties_and_incumbent():
+    scores = torch.tensor([1.0, 3.0, 3.0, 2.0, 5.0, 5.0])
+    groups = torch.tensor([0, 0, 0, 1, 1, 1])
+    assert group_argmax(scores, groups, 3).tolist() == [1, 4, -1]
+    incumbent = torch.tensor([2, 3, -1])  # 2 ties with the best: kept; 3 is worse: replaced
+    assert group_argmax(scores, groups, 3, incumbent=incumbent).tolist() == [2, 4, -1]
+    assert group_argmax(scores + torch.tensor([0, 1e-9, 0, 0, 0, 0]), groups, 3,
+                        incumbent=incumbent, rtol=1e-6).tolist() == [2, 4, -1]
+
+
+def test_gumbel_max_draws_from_the_softmax():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.tensor([0.0, 1.0, 2.0, -1.0, 0.5], dtype=torch.float64)
+    groups = torch.zeros(5, dtype=torch.long)
+    draws = 20000
+    counts = np.zeros(5)
+    for _ in range(draws):
+        counts[int(group_argmax(scores + gumbel(scores, generator=g), groups, 1)[0])] += 1
+    expected = torch.softmax(scores, 0).numpy()
+    # 5 standard errors of a binomial proportion
+    assert np.all(np.abs(counts / draws - expected) < 5 * np.sqrt(expected / draws))
