@@ -2,6 +2,12 @@
 
     python benchmarks/bench_kmeans.py                 # the three configurations of issue 8
     python benchmarks/bench_kmeans.py --configs 0 --repeats 5
+    python benchmarks/bench_kmeans.py --configs --variants 0 3   # only the variants table
+
+The second table times each clustering variant against hard TransformerKMeans on the same
+data, init and number of layers (``tol=0``), with faiss's spherical k-means as the peer of
+the spherical variant (scikit-learn-extra's KMedoids does not import beside numpy 2, and
+materializes the n x n distance matrix in any case).
 
 Times are taken in this one process, the libraries interleaved repeat by repeat, and the
 minimum over repeats is reported (this machine's timings vary by tens of percent from one
@@ -58,6 +64,83 @@ def fit_faiss(X, init):
 
 LIBRARIES = {"sklearn": fit_sklearn, "sktransformer": fit_ours, "faiss": fit_faiss}
 
+VARIANT_CONFIGS = CONFIGS + [(20_000, 32, 16)]
+
+
+def _variant(cls_name, **params):
+    def fit(X, init):
+        import sktransformer
+        est = getattr(sktransformer, cls_name)(len(init), init=init, n_init=1,
+                                               max_iter=ITERS, device="cpu", **params)
+        if "tol" in est.get_params():
+            est.set_params(tol=0)
+        return est.fit(X).n_iter_
+    return fit
+
+
+def fit_faiss_spherical(X, init):
+    import faiss
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    km = faiss.Kmeans(X.shape[1], len(init), niter=ITERS, max_points_per_centroid=10**9,
+                      min_points_per_centroid=1, early_stop_threshold=-1, spherical=True,
+                      verbose=False)
+    km.train(Xn, init_centroids=init / np.linalg.norm(init, axis=1, keepdims=True))
+    return ITERS
+
+
+VARIANTS = {
+    "TransformerKMeans (hard)": _variant("TransformerKMeans"),
+    "TransformerKMeans soft t=0.1": _variant("TransformerKMeans", temperature=0.1),
+    "SphericalTransformerKMeans": _variant("SphericalTransformerKMeans"),
+    "faiss spherical": fit_faiss_spherical,
+    "TrimmedTransformerKMeans global": _variant("TrimmedTransformerKMeans"),
+    "TrimmedTransformerKMeans per_cluster": _variant("TrimmedTransformerKMeans",
+                                                     trimming="per_cluster"),
+    "RobustTransformerKMeans": _variant("RobustTransformerKMeans"),
+    "TransformerKMedoids sqeuclidean": _variant("TransformerKMedoids", metric="sqeuclidean"),
+    "TransformerKMedoids euclidean": _variant("TransformerKMedoids"),
+}
+# the Euclidean medoid cost is O(n^2 d / k) per layer: only on the small configuration
+QUADRATIC = {"TransformerKMedoids euclidean"}
+
+
+def run_variants(configs, repeats):
+    rows = []
+    for config in configs:
+        n, d, k = VARIANT_CONFIGS[config]
+        X, init = make_data(n, d, k)
+        names = [v for v in VARIANTS if v not in QUADRATIC or n <= 50_000]
+        if not available("faiss"):
+            names.remove("faiss spherical")
+        for name in names:
+            VARIANTS[name](X[:2000], init)  # warm up
+        times = {name: [] for name in names}
+        layers = {}
+        for _ in range(repeats):
+            for name in names:
+                start = time.perf_counter()
+                layers[name] = VARIANTS[name](X, init)
+                times[name].append(time.perf_counter() - start)
+        base = min(times["TransformerKMeans (hard)"]) / layers["TransformerKMeans (hard)"]
+        for name in names:
+            per_layer = min(times[name]) / layers[name]
+            rows.append({"config": f"n={n} d={d} k={k}", "variant": name,
+                         "time_s": min(times[name]), "layers": int(layers[name]),
+                         "ms_per_layer": 1e3 * per_layer,
+                         "per_layer_ratio_vs_hard": per_layer / base})
+    print_table(rows, ["config", "variant", "time_s", "layers", "ms_per_layer",
+                       "per_layer_ratio_vs_hard"])
+    return rows
+
+
+def print_table(rows, header):
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        cells = [r.get(h, "") for h in header]
+        cells = [f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells]
+        print("| " + " | ".join(cells) + " |")
+
 
 def inertia(X, centers):
     """Sum of squared distances to the closest center, in float64, by chunks."""
@@ -105,7 +188,9 @@ def available(lib):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--configs", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--variants", type=int, nargs="*", default=[0, 3],
+                        help="configurations of the variants table (3 = 20000 x 32, k=16)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--json", help="also write the results to this file")
@@ -151,15 +236,12 @@ def main(argv=None):
                         r["extra_peak_mb"] / max(ref["extra_peak_mb"], 1e-9))
     header = ["config", "library", "time_s", "median_s", "time_ratio_vs_sklearn", "n_iter",
               "inertia_ratio_vs_sklearn", "extra_peak_mb", "memory_ratio_vs_sklearn"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in results:
-        cells = [r.get(h, "") for h in header]
-        cells = [f"{c:.3f}" if isinstance(c, float) else str(c) for c in cells]
-        print("| " + " | ".join(cells) + " |")
+    if results:
+        print_table(results, header)
+    variants = run_variants(args.variants, args.repeats) if args.variants else []
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump({"libraries": results, "variants": variants}, f, indent=1)
 
 
 if __name__ == "__main__":

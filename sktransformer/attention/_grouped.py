@@ -50,9 +50,12 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
     carry at least a fraction ``q`` of the group's weight (the weighted inverted-CDF
     quantile). Keys tied with the threshold are all at or above it, so which keys pass does
     not depend on their order. ``q = 1`` gives the group's minimum; an empty group gets
-    ``+inf``.
+    ``+inf``. Unweighted, this is the ``ceil(q n_j)``-th largest score of each group, found by
+    selection (``kthvalue``) instead of a sort.
     """
-    w = _weights_or_ones(scores, weight)
+    if weight is None:
+        return _kth_largest(scores, groups, n_groups, q)
+    w = weight.to(torch.float64)
     order = _by_group_then_score(scores, groups)
     g = groups[order]
     cumulative = _cumsum_in_groups(w[order], g, n_groups)
@@ -63,6 +66,23 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
     threshold = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
     threshold.scatter_reduce_(0, g, candidates, "amax")
     return torch.where(total > 0, threshold, torch.inf).to(scores.dtype)
+
+
+def _kth_largest(scores, groups, n_groups, q):
+    """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score."""
+    counts = torch.bincount(groups, minlength=n_groups)
+    rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
+    threshold = torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
+    if n_groups == 1:
+        segments, starts = scores, [0]
+    else:
+        segments = scores[torch.argsort(groups, stable=True)]
+        starts = (torch.cumsum(counts, 0) - counts).tolist()
+    for j, (start, count, r) in enumerate(zip(starts, counts.tolist(), rank.tolist())):
+        if count:
+            segment = segments[start:start + count]
+            threshold[j] = -torch.kthvalue(-segment, r).values
+    return threshold
 
 
 def group_normmax(scores, groups, n_groups, weight=None, *, threshold):
@@ -79,20 +99,24 @@ def group_sparsemax(scores, groups, n_groups, weight=None):
 
     ``p_i = w_i max(s_i - tau_j, 0)`` with ``tau_j`` such that the group's ``p`` sums to 1,
     the projection onto the simplex of the multiset in which key ``i`` appears ``w_i`` times.
-    ``tau_j = max_m (S_m - 1) / W_m`` over the prefixes of the group sorted by decreasing
-    score (``S_m``, ``W_m``: weighted score sum and weight of the top ``m``), because each
-    prefix's threshold is at most the true one. Keys far below the top get exactly 0.
+    ``tau_j`` comes from Michelot's (1986) algorithm instead of a sort: start from every
+    key, set ``tau_j = (sum_support w s - 1) / sum_support w``, drop the keys at or below it,
+    repeat until the support stops shrinking (``tau`` only grows, so a dropped key never
+    comes back; a few passes of ``O(n)`` each). Keys far below the top get exactly 0.
     """
     w = _weights_or_ones(scores, weight)
     s = scores.to(torch.float64)
-    order = _by_group_then_score(s, groups)
-    g = groups[order]
-    cum_w = _cumsum_in_groups(w[order], g, n_groups)
-    cum_s = _cumsum_in_groups((w * s)[order], g, n_groups)
-    prefix_tau = torch.where(cum_w > 0, (cum_s - 1) / cum_w.clamp(min=1e-300), -torch.inf)
-    tau = torch.full((n_groups,), -torch.inf, dtype=s.dtype, device=s.device)
-    tau.scatter_reduce_(0, g, prefix_tau, "amax")
-    return w * (s - tau[groups]).clamp(min=0.0)
+    support = w > 0
+    while True:
+        ws = w * support
+        total = w.new_zeros(n_groups).index_add_(0, groups, ws)
+        tau = (w.new_zeros(n_groups).index_add_(0, groups, ws * s) - 1) / total.clamp(
+            min=1e-300)
+        shrunk = support & (s > tau[groups])
+        if torch.equal(shrunk, support):
+            break
+        support = shrunk
+    return torch.where(support, w * (s - tau[groups]), 0.0).clamp_(min=0.0)
 
 
 def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):

@@ -8,12 +8,12 @@ from ..attention._grouped import group_quantile
 from ._lloyd import sq_distances
 
 
-def _potential(dist, w, trim):
+def _potential(dist, w, trim, weighted):
     """``sum w D^2`` over the points kept by trimming ``trim`` of the weight, and the mask."""
     if trim == 0:
         return float((w * dist).sum()), None
     one = torch.zeros(dist.shape, dtype=torch.long, device=dist.device)
-    kept = dist <= -group_quantile(-dist, one, 1, w, q=1 - trim)[0]
+    kept = dist <= -group_quantile(-dist, one, 1, w if weighted else None, q=1 - trim)[0]
     return float((w * dist * kept).sum()), kept
 
 
@@ -50,7 +50,7 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
     centers = torch.empty(n_clusters, d, dtype=X.dtype, device=X.device)
     centers[0] = points.rows_of(first[0])
     closest = sq_distances(points, centers[:1])[:, 0].to(torch.float64)
-    potential, kept = _potential(closest, w, trim)
+    potential, kept = _potential(closest, w, trim, sample_weight is not None)
     for c in range(1, n_clusters):
         draws = torch.rand(n_local_trials, dtype=torch.float64, generator=generator,
                            device=gen_device).to(X.device) * potential
@@ -59,7 +59,7 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
         candidates = torch.searchsorted(cumulative, draws).clamp_(max=n - 1)
         cand = points.rows_of(candidates)
         dist = torch.minimum(closest, sq_distances(points, cand).T.to(torch.float64))
-        trials = [_potential(row, w, trim) for row in dist]
+        trials = [_potential(row, w, trim, sample_weight is not None) for row in dist]
         best = min(range(len(trials)), key=lambda t: trials[t][0])
         potential, kept = trials[best]
         closest = dist[best]

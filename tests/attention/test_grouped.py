@@ -99,3 +99,13 @@ def test_gumbel_max_draws_from_the_softmax():
     expected = torch.softmax(scores, 0).numpy()
     # 5 standard errors of a binomial proportion
     assert np.all(np.abs(counts / draws - expected) < 5 * np.sqrt(expected / draws))
+
+
+@pytest.mark.parametrize("q", [0.0, 0.05, 0.5, 0.95, 1.0])
+@pytest.mark.parametrize("n_groups", [1, 7])
+def test_group_quantile_selection_equals_the_sorted_path(q, n_groups):
+    scores, groups, k, _ = _problem(3, n=500, k=n_groups)
+    scores = torch.round(scores * 4) / 4  # many exact ties
+    fast = group_quantile(scores, groups, n_groups, None, q=q)
+    sorted_path = group_quantile(scores, groups, n_groups, torch.ones_like(scores), q=q)
+    torch.testing.assert_close(fast, sorted_path)

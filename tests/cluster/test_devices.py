@@ -4,10 +4,17 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
-from sktransformer import TransformerKMeans
+from sktransformer import (
+    RobustTransformerKMeans,
+    SphericalTransformerKMeans,
+    TransformerKMeans,
+    TransformerKMedoids,
+    TrimmedTransformerKMeans,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -54,3 +61,27 @@ def test_ten_million_points_fit_in_a_few_gigabytes():
     km = TransformerKMeans(16, init=X[:16], max_iter=2, tol=0, device="cpu").fit(X)
     assert km.labels_.shape == (10_000_000,)
     assert rss_mb("VmHWM") - base < 3 * 1024
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SphericalTransformerKMeans(4, random_state=0),
+    lambda: TrimmedTransformerKMeans(4, trim=0.1, random_state=0),
+    lambda: TrimmedTransformerKMeans(4, trim=0.1, trimming="per_cluster", random_state=0),
+    lambda: RobustTransformerKMeans(4, beta=1.0, random_state=0),
+    lambda: TransformerKMedoids(4, random_state=0),
+    lambda: TransformerKMedoids(4, metric="sqeuclidean", temperature=0.5, random_state=0),
+], ids=["spherical", "trimmed", "trimmed-per-cluster", "robust", "kmedoids", "kmedoids-gumbel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_variants_on_device_return_numpy_and_reload_on_cpu(device, make, dtype):
+    X, _ = make_blobs(1500, n_features=5, centers=4, random_state=0)
+    X = (X + 2.0).astype(dtype)
+    est = make().set_params(device=device).fit(X)
+    for name, value in vars(est).items():
+        assert not isinstance(value, torch.Tensor), name
+    assert est.cluster_centers_.dtype == dtype
+    loaded = pickle.loads(pickle.dumps(est)).set_params(device="cpu")
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    if device != "cpu":  # the same fit as on the CPU (deterministic variants)
+        on_cpu = make().set_params(device="cpu").fit(X)
+        if getattr(est, "temperature", None) is None:
+            assert np.mean(on_cpu.labels_ == est.labels_) > 0.99
