@@ -1,8 +1,12 @@
 """``python -m sktransformer``: the demo. Clusters data that ships with scikit-learn.
 
-Prints, for each data set, TransformerKMeans (hard, dot-product form, soft) against
-scikit-learn's KMeans from the same k-means++ initial centers: inertia, fit time, agreement
-of labels with KMeans (adjusted Rand index) and with the true classes.
+Prints, for each data set, TransformerKMeans (hard, dot-product form, soft) and the
+variants (spherical, trimmed, robust, k-medoids) against scikit-learn's KMeans, all from the
+same k-means++ initial centers: each method's own objective (``inertia_``: squared distances
+for the k-means family, of the kept points for trimmed k-means, on the sphere for spherical
+k-means, plain distances for k-medoids), layers, fit time, and agreement of the labels with
+KMeans and with the true classes (adjusted Rand index; trimmed points count as one more
+cluster, -1).
 """
 
 import argparse
@@ -14,7 +18,13 @@ from sklearn.datasets import load_digits, load_iris, load_wine
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
-from . import TransformerKMeans
+from . import (
+    RobustTransformerKMeans,
+    SphericalTransformerKMeans,
+    TransformerKMeans,
+    TransformerKMedoids,
+    TrimmedTransformerKMeans,
+)
 
 DATASETS = {"digits": load_digits, "iris": load_iris, "wine": load_wine}
 
@@ -36,12 +46,19 @@ def run(names=("digits", "iris", "wine"), device="auto", random_state=0):
         common = dict(init=init, n_init=1, max_iter=300, tol=1e-4)
         reference, ref_time = _timed_fit(KMeans(k, algorithm="lloyd", **common), X)
         methods = [("sklearn KMeans", reference, ref_time)]
-        for label, params in [
-            ("TransformerKMeans", {}),
-            ("TransformerKMeans dot", {"attention": "dot"}),
-            ("TransformerKMeans soft t=1", {"temperature": 1.0}),
+        for label, cls, params in [
+            ("TransformerKMeans", TransformerKMeans, {}),
+            ("TransformerKMeans dot", TransformerKMeans, {"attention": "dot"}),
+            ("TransformerKMeans soft t=1", TransformerKMeans, {"temperature": 1.0}),
+            ("Spherical", SphericalTransformerKMeans, {}),
+            ("Trimmed trim=0.05", TrimmedTransformerKMeans, {"trim": 0.05}),
+            ("Robust beta=0.01", RobustTransformerKMeans, {}),
+            ("KMedoids", TransformerKMedoids, {}),
         ]:
-            est = TransformerKMeans(k, device=device, **common, **params)
+            params = {**common, **params}
+            if cls is TransformerKMedoids:
+                del params["tol"]
+            est = cls(k, device=device, **params)
             methods.append((label, *_timed_fit(est, X)))
         for label, est, seconds in methods:
             rows.append({
@@ -57,7 +74,7 @@ def run(names=("digits", "iris", "wine"), device="auto", random_state=0):
 
 
 def format_table(rows):
-    header = f"{'data':<24} {'method':<28} {'inertia':>11} {'iter':>5} {'time ms':>8} " \
+    header = f"{'data':<24} {'method':<28} {'objective':>11} {'iter':>5} {'time ms':>8} " \
              f"{'ARI vs KMeans':>14} {'ARI vs truth':>13}"
     lines = [header, "-" * len(header)]
     for r in rows:
