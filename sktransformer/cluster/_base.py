@@ -87,7 +87,8 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     (``_updates.py``); ``_preprocess(X)`` maps validated data to the points the circuit
     sees (the sphere, for spherical k-means); ``_store(update, points)`` keeps what a variant adds
     to the fitted attributes; ``_point_cost(sq_dist)`` turns squared distances to the
-    closest center into the per-point objective.
+    closest center into the per-point objective, ``_distance(sq_dist)`` into what
+    ``transform`` returns.
     """
 
     _attention = "euclidean"
@@ -111,6 +112,9 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def _point_cost(self, sq_dist):
         return sq_dist
+
+    def _distance(self, sq_dist):
+        return sq_dist.sqrt()
 
     def _tol(self, mean_variance):
         return self.tol * mean_variance
@@ -280,7 +284,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X):
-        """Euclidean distance of each sample to each center.
+        """Distance of each sample to each center (Euclidean; k-medoids: its metric).
 
         Parameters
         ----------
@@ -291,7 +295,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         distances : ndarray of shape (n_samples, n_clusters)
         """
         with torch.inference_mode():
-            return to_numpy(self._sq_distances(X).sqrt_())
+            return to_numpy(self._distance(self._sq_distances(X)))
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit and return the distances of X to the centers."""

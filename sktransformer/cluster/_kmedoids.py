@@ -143,16 +143,4 @@ class TransformerKMedoids(BaseCircuitClustering):
     def _point_cost(self, sq_dist):
         return sq_dist.sqrt() if self.metric == "euclidean" else sq_dist
 
-    def transform(self, X):
-        """Distance of each sample to each medoid, in ``metric``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        distances : ndarray of shape (n_samples, n_clusters)
-        """
-        with torch.inference_mode():
-            return to_numpy(self._point_cost(self._sq_distances(X)))
+    _distance = _point_cost
