@@ -8,11 +8,15 @@ from .cluster import (
     TransformerKMedoids,
     TrimmedTransformerKMeans,
 )
+from .kernels import ImportanceSampledRFF, ParticleKernelClassifier, ParticleKernelSampler
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "ImportanceSampledRFF",
     "KMeansCircuit",
+    "ParticleKernelClassifier",
+    "ParticleKernelSampler",
     "RobustTransformerKMeans",
     "SphericalTransformerKMeans",
     "TransformerKMeans",

@@ -20,7 +20,8 @@ def public_estimators():
 def test_every_public_estimator_is_checked():
     names = {cls.__name__ for cls in public_estimators()}
     assert {"TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
-            "RobustTransformerKMeans", "TransformerKMedoids"} <= names
+            "RobustTransformerKMeans", "TransformerKMedoids", "ParticleKernelSampler",
+            "ParticleKernelClassifier", "ImportanceSampledRFF"} <= names
 
 
 # The random initialization (k-means++ or random rows) draws points in row order, so
@@ -45,7 +46,18 @@ def expected_failed_checks(estimator):
     return EXPECTED_FAILED_CHECKS.get(type(estimator).__name__, {})
 
 
-@parametrize_with_checks([cls(device="cpu") for cls in public_estimators()],
+def _instance(cls):
+    """Each estimator with the CPU as its device (where it has one); the particle kernels
+    with fewer Langevin steps (the checks test the API, not the kernel: 2 CPU-minutes saved)."""
+    est = cls()
+    if "device" in est.get_params():
+        est.set_params(device="cpu")
+    if "n_iter" in est.get_params():
+        est.set_params(n_iter=20)
+    return est
+
+
+@parametrize_with_checks([_instance(cls) for cls in public_estimators()],
                          expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

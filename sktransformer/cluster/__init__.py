@@ -7,12 +7,16 @@ estimator is a choice of center-update block (``_updates.py``).
 from ._circuit import KMeansCircuit
 from ._kmeans import TransformerKMeans
 from ._kmedoids import TransformerKMedoids
+from ._learned import LearnedKMeansLayer
 from ._robust import RobustTransformerKMeans
 from ._spherical import SphericalTransformerKMeans
+from ._train import LayerTrainer
 from ._trimmed import TrimmedTransformerKMeans
 
 __all__ = [
     "KMeansCircuit",
+    "LayerTrainer",
+    "LearnedKMeansLayer",
     "RobustTransformerKMeans",
     "SphericalTransformerKMeans",
     "TransformerKMeans",

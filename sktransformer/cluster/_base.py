@@ -104,6 +104,10 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _preprocess(self, X):
         return X
 
+    def _check_fit_params(self, X, sample_weight):
+        """Validate what depends on the data; may return a trained layer for ``_run``."""
+        return None
+
     def _make_update(self, n_features, indices, generator):
         raise NotImplementedError
 
@@ -118,6 +122,12 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def _tol(self, mean_variance):
         return self.tol * mean_variance
+
+    def _run(self, points, sample_weight, centers, update, tol, runner, layer=None):
+        """The layers of one initialization: (centers, labels, inertia, n_iter)."""
+        return _lloyd.run_layers(points, sample_weight, centers, update=update,
+                                 max_iter=self.max_iter, tol=tol, verbose=self.verbose,
+                                 runner=runner)
 
     # -- fitting -----------------------------------------------------------------------
 
@@ -191,6 +201,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
+        layer = self._check_fit_params(X, sample_weight)
         n_init = self._n_init()
         random_state = check_random_state(self.random_state)  # for a callable init only
         init = self._check_init(X, random_state)
@@ -215,10 +226,8 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 if self.verbose:
                     print("Initialization complete")
                 with ChunkRunner.for_device(device, n_samples, rows) as runner:
-                    result = _lloyd.run_layers(
-                        points, wt, centers, update=update, max_iter=self.max_iter,
-                        tol=self._tol(mean_var), verbose=self.verbose, runner=runner,
-                    )
+                    result = self._run(points, wt, centers, update, self._tol(mean_var),
+                                       runner, layer)
                 if best is None or result[2] < best[0][2]:
                     best = result, update
             (centers, labels, inertia, n_iter), update = best

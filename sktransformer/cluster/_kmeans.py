@@ -1,5 +1,6 @@
 """TransformerKMeans: scikit-learn's KMeans API over the k-means transformer circuit."""
 
+import os
 from numbers import Real
 
 import torch
@@ -10,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..utils import to_numpy
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
 from ._circuit import KMeansCircuit
+from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
 from ._updates import Mean
 
 
@@ -33,6 +35,16 @@ class TransformerKMeans(BaseCircuitClustering):
     attention : {"euclidean", "dot"}, default="euclidean"
         Euclidean attention (Theorem 2.1) or its dot-product form on augmented tokens
         (Theorem 2.2). Both give the same clustering, up to rounding.
+    weights : None, "learned", path or LearnedKMeansLayer, default=None
+        ``None`` runs the exact circuit (Lloyd). Otherwise each layer is a *trained* layer
+        (:class:`~sktransformer.cluster.LearnedKMeansLayer`): ``"learned"`` is the one
+        shipped with the package, trained on Gaussian-mixture tasks with ``d = 32``,
+        ``k = 10``; a path or a layer is one of your own
+        (:class:`~sktransformer.cluster.LayerTrainer`). Its ``d`` and ``k`` must be the
+        data's and ``n_clusters``. X is min-max scaled per feature as in training and the
+        centers mapped back; ``max_iter`` is the number of layers (the paper uses 20) and
+        ``tol`` stops them early. The layer's points-to-points block costs
+        ``O(n^2 D)`` per layer: for up to some ten thousand points.
     init : {"k-means++", "random"}, callable or array-like of shape (n_clusters, n_features), \
 default="k-means++"
         Initial centers: greedy k-means++, distinct random rows, an array, or a callable
@@ -95,14 +107,16 @@ default="k-means++"
         **COMMON_CONSTRAINTS,
         "temperature": [None, Interval(Real, 0, None, closed="neither")],
         "attention": [StrOptions({"euclidean", "dot"})],
+        "weights": [None, str, os.PathLike, LearnedKMeansLayer],
     }
 
     def __init__(self, n_clusters=8, *, temperature=None, attention="euclidean",
-                 init="k-means++", n_init="auto", max_iter=300, tol=1e-4, device="auto",
-                 random_state=None, verbose=0, batch_size=None):
+                 weights=None, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
+                 device="auto", random_state=None, verbose=0, batch_size=None):
         self.n_clusters = n_clusters
         self.temperature = temperature
         self.attention = attention
+        self.weights = weights
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
@@ -118,6 +132,32 @@ default="k-means++"
 
     def _make_update(self, n_features, indices, generator):
         return Mean(self.temperature)
+
+    def _check_fit_params(self, X, sample_weight):
+        if self.weights is None:
+            return None
+        if self.temperature is not None:
+            raise ValueError("temperature applies to the exact circuit; with learned weights "
+                             "leave it None (the layer's attention is learned).")
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with learned weights: the "
+                             "layer was trained on unweighted tasks.")
+        layer = resolve_weights(self.weights)
+        if (layer.n_features, layer.n_clusters) != (X.shape[1], self.n_clusters):
+            raise ValueError(
+                f"The learned weights are for n_features={layer.n_features} and "
+                f"n_clusters={layer.n_clusters}, but X has n_features={X.shape[1]} and "
+                f"n_clusters={self.n_clusters}. Train a layer for these with "
+                f"sktransformer.cluster.LayerTrainer(n_features={X.shape[1]}, "
+                f"n_clusters={self.n_clusters}).fit().layer_ and pass it as weights."
+            )
+        return layer
+
+    def _run(self, points, sample_weight, centers, update, tol, runner, layer=None):
+        if layer is None:
+            return super()._run(points, sample_weight, centers, update, tol, runner)
+        return run_learned(layer, points, centers, max_iter=self.max_iter, tol=tol,
+                           verbose=self.verbose, runner=runner)
 
     def _is_soft(self):
         return self.temperature is not None

@@ -1,0 +1,164 @@
+"""The importance-sampling baseline: Sinha & Duchi (2016), "Learning kernels with random
+features", the fixed-candidate method the learned particles are compared with."""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..attention import sparsemax
+from ..utils import make_generator, to_numpy
+from ._features import features, initial_particles
+from ._hamiltonian import target_codes
+from ._particles import _validate_targets
+
+
+def chi_square_tilt(v, rho, n_bisect=100):
+    """``argmax_q q . v`` over the simplex with ``N ||q - 1/N||^2 <= rho`` (chi-square ball).
+
+    For a multiplier ``lam`` the maximizer of ``q . v - lam N ||q - u||^2 / 2`` is the
+    simplex projection (sparsemax) of ``u + v / (lam N)``; bisection on ``lam`` makes the
+    constraint tight (or returns the unconstrained vertex when it fits in the ball).
+    """
+    N = v.numel()
+    u = torch.full_like(v, 1.0 / N)
+
+    def q_of(lam):
+        return sparsemax((u + v / (lam * N)).unsqueeze(0))[0]
+
+    def divergence(q):
+        return float(N * (q - u).square().sum())
+
+    scale = float(v.abs().max()) or 1.0
+    lo, hi = 1e-12 * scale, 1e12 * scale  # small lam: far tilt; large lam: uniform
+    if divergence(q_of(lo)) <= rho:
+        return q_of(lo)
+    for _ in range(n_bisect):
+        mid = math.sqrt(lo * hi)
+        if divergence(q_of(mid)) > rho:
+            lo = mid
+        else:
+            hi = mid
+    return q_of(hi)
+
+
+class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Random Fourier features drawn from a label-tilted distribution (Sinha & Duchi, 2016).
+
+    Draws ``n_candidates`` RBFSampler frequencies, scores each by its alignment with the
+    labels ``v_k = ||(1/n) sum_i Y_i phi(x_i; w_k)||^2``, tilts the uniform distribution
+    over candidates toward high scores within a chi-square ball of radius ``rho``
+    (``max q . v`` s.t. ``N ||q - 1/N||^2 <= rho``), then samples ``n_components``
+    frequencies from ``q`` (with replacement) for the usual ``sqrt(2/D) cos(w.x + b)``.
+    The baseline of the particle kernels: the same candidates, no moving.
+
+    Parameters
+    ----------
+    n_components : int, default=64
+        Output features.
+    gamma : float, default=1.0
+        RBF width of the candidates: ``w ~ N(0, 2 gamma I)``.
+    n_candidates : int or None, default=None
+        Candidate frequencies; ``None`` is ``10 * n_components``.
+    rho : float, default=1.0
+        Radius of the chi-square ball around uniform (0: plain RBFSampler draws).
+    random_state : int, RandomState instance or None, default=None
+        Seeds a local ``torch.Generator``.
+
+    Attributes
+    ----------
+    particles_ : ndarray of shape (n_components, n_features_in_)
+        The sampled frequencies.
+    offsets_ : ndarray of shape (n_components,)
+    weights_ : ndarray of shape (n_candidates,)
+        The tilted distribution ``q``.
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from sktransformer.kernels import ImportanceSampledRFF
+    >>> X, y = make_moons(200, noise=0.1, random_state=0)
+    >>> ImportanceSampledRFF(16, gamma=2.0, random_state=0).fit_transform(X, y).shape
+    (200, 16)
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
+        "rho": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, n_components=64, *, gamma=1.0, n_candidates=None, rho=1.0,
+                 random_state=None):
+        self.n_components = n_components
+        self.gamma = gamma
+        self.n_candidates = n_candidates
+        self.rho = rho
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Score the candidates on (X, y), tilt, and sample the features.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : ImportanceSampledRFF
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        self.classes_, y_index = _validate_targets(y)
+        generator = make_generator(self.random_state, device="cpu")
+        n_candidates = self.n_candidates or 10 * self.n_components
+        W, b = initial_particles("rff", n_candidates, X.shape[1], gamma=self.gamma,
+                                 generator=generator)
+        Xt = torch.as_tensor(X, dtype=torch.float64)
+        Y = target_codes(torch.as_tensor(y_index), len(self.classes_))
+        Phi = torch.cos(Xt @ W.T + b)  # per-candidate feature, unscaled
+        scores = (Phi.T @ Y / len(X)).square().sum(1)
+        q = chi_square_tilt(scores, self.rho)
+        pick = torch.multinomial(q, self.n_components, replacement=True, generator=generator)
+        self.weights_ = to_numpy(q)
+        self.particles_, self.offsets_ = to_numpy(W[pick]), to_numpy(b[pick])
+        self._n_features_out = self.n_components
+        return self
+
+    def transform(self, X):
+        """``sqrt(2 / D) cos(X w^T + b)`` for the sampled frequencies.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        Z = features("rff", torch.as_tensor(X, dtype=torch.float64),
+                     torch.from_numpy(self.particles_), torch.from_numpy(self.offsets_))
+        return Z.numpy().astype(X.dtype, copy=False)

@@ -1,0 +1,237 @@
+"""Coulomb particle kernels: the energy, the dynamics, the estimators."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_iris, make_classification, make_moons
+from sklearn.linear_model import LogisticRegression, RidgeClassifier
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+
+from sktransformer.kernels import (
+    ImportanceSampledRFF,
+    ParticleKernelClassifier,
+    ParticleKernelSampler,
+)
+from sktransformer.kernels._features import FEATURE_MAPS, features, initial_particles
+from sktransformer.kernels._hamiltonian import alignment, hamiltonian, target_codes
+from sktransformer.kernels._importance import chi_square_tilt
+from sktransformer.kernels._langevin import project_to_ball
+from sktransformer.utils import DeviceWarning
+
+
+def _problem(n=60, d=3, N=8, n_classes=2, kernel="rff", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g, dtype=torch.float64)
+    y = torch.randint(0, n_classes, (n,), generator=g)
+    W, b = initial_particles(kernel, N, d, gamma=0.5, generator=g)
+    return X, target_codes(y, n_classes), W, b
+
+
+# -- the energy -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", FEATURE_MAPS)
+@pytest.mark.parametrize("kind", ["uncentered", "centered", "normalized"])
+@pytest.mark.parametrize("s", [0.0, 1.0, 2.5])
+def test_gradient_of_h_matches_finite_differences(kernel, kind, s):
+    X, Y, W, b = _problem(kernel=kernel, n_classes=3)
+
+    def H(W):
+        Phi = features(kernel, X, W, b)
+        return hamiltonian(Phi, Y, W, repulsion=0.3, s=s, eps=0.1, kind=kind)[0]
+
+    W = W.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(H(W), W)
+    h = 1e-6
+    numeric = torch.zeros_like(W)
+    with torch.no_grad():
+        for idx in np.ndindex(*W.shape):
+            e = torch.zeros_like(W)
+            e[idx] = h
+            numeric[idx] = (H(W + e) - H(W - e)) / (2 * h)
+    torch.testing.assert_close(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_alignment_by_features_equals_the_kernel_matrix_definition():
+    X, Y, W, b = _problem(n_classes=2)
+    Phi = features("rff", X, W, b)
+    K, n = Phi @ Phi.T, len(X)
+    T = Y @ Y.T
+    assert float(alignment(Phi, Y, "uncentered")) == pytest.approx(float((K * T).sum()) / n**2)
+    H = torch.eye(n, dtype=K.dtype) - 1.0 / n
+    Kc, Tc = H @ K @ H, H @ T @ H
+    assert float(alignment(Phi, Y, "centered")) == pytest.approx(float((Kc * Tc).sum()) / n**2)
+    cosine = float((Kc * Tc).sum() / (Kc.norm() * Tc.norm()))
+    assert float(alignment(Phi, Y, "normalized")) == pytest.approx(cosine)
+    # binary codes: Y Y^T is y y^T / 2 with y = +-1
+    y = torch.where(Y[:, 0] > 0, 1.0, -1.0).double()
+    torch.testing.assert_close(T, torch.outer(y, y) / 2)
+
+
+def test_rff_features_approximate_the_rbf_kernel():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(20, 3, generator=g, dtype=torch.float64)
+    W, b = initial_particles("rff", 20000, 3, gamma=0.5, generator=g)
+    Phi = features("rff", X, W, b)
+    exact = torch.exp(-0.5 * torch.cdist(X, X).square())
+    torch.testing.assert_close(Phi @ Phi.T, exact, atol=0.03, rtol=0)
+
+
+def test_projection_onto_the_ball():
+    W = torch.tensor([[3.0, 4.0], [0.3, 0.4]])
+    torch.testing.assert_close(project_to_ball(W, 1.0), torch.tensor([[0.6, 0.8], [0.3, 0.4]]))
+
+
+# -- the dynamics --------------------------------------------------------------------------
+
+def test_without_repulsion_or_noise_the_alignment_climbs_monotonically():
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    sampler = ParticleKernelSampler(16, gamma=1.0, repulsion=0.0, beta=math.inf, n_iter=100,
+                                    step_size=0.2, random_state=0, device="cpu").fit(X, y)
+    a = np.array(sampler.history_["alignment"])
+    assert np.all(np.diff(a) >= -1e-12)
+    assert a[-1] > 1.5 * a[0]
+    np.testing.assert_allclose(sampler.history_["hamiltonian"], -a)
+
+
+def test_repulsion_keeps_the_particles_apart():
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    common = dict(gamma=1.0, n_iter=300, step_size=0.5, random_state=0, device="cpu")
+    free = ParticleKernelSampler(16, repulsion=0.0, **common).fit(X, y)
+    held = ParticleKernelSampler(16, repulsion=1.0, eps=1e-2, **common).fit(X, y)
+    start = held.history_["min_distance"][0]
+    assert min(free.history_["min_distance"]) < 0.1 * start  # alignment alone collapses them
+    assert min(held.history_["min_distance"]) > 0.3 * start
+    assert held.history_["repulsion"][-1] < free.history_["repulsion"][-1]
+
+
+def test_langevin_noise_radius_and_minibatches():
+    X, y = make_moons(200, noise=0.2, random_state=1)
+    noisy = ParticleKernelSampler(8, beta=10.0, radius=2.0, batch_size=50, n_iter=50,
+                                  random_state=0, device="cpu").fit(X, y)
+    assert np.linalg.norm(noisy.particles_, axis=1).max() <= 2.0 + 1e-12
+    again = ParticleKernelSampler(8, beta=10.0, radius=2.0, batch_size=50, n_iter=50,
+                                  random_state=0, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(noisy.particles_, again.particles_)
+    assert len(noisy.history_["alignment"]) == 51
+
+
+def test_n_iter_zero_is_rbfsampler_like():
+    X, y = make_moons(100, random_state=0)
+    s = ParticleKernelSampler(4000, gamma=0.7, n_iter=0, random_state=0, device="cpu")
+    Z = s.fit_transform(X, y)
+    exact = np.exp(-0.7 * ((X[:, None] - X[None]) ** 2).sum(-1))
+    assert np.abs(Z @ Z.T - exact).max() < 0.1
+
+
+# -- the estimators ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", FEATURE_MAPS)
+def test_learned_features_beat_fixed_ones_at_a_small_budget(kernel):
+    X, y = make_classification(400, n_features=8, n_informative=4, flip_y=0.05,
+                               random_state=0)
+    X = (X - X.mean(0)) / X.std(0)
+    alignment_kind = "normalized" if kernel in ("favor+", "softmax") else "centered"
+    learned = ParticleKernelClassifier(16, kernel=kernel, gamma=0.1, alignment=alignment_kind,
+                                       random_state=0, device="cpu")
+    fixed = clone(learned).set_params(n_iter=0)
+    a = cross_val_score(learned, X, y, cv=3).mean()
+    b = cross_val_score(fixed, X, y, cv=3).mean()
+    assert a > b
+
+
+def test_classifier_api_multiclass_and_other_estimators():
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = ParticleKernelClassifier(32, gamma=0.5, random_state=0, device="cpu").fit(X, y)
+    assert list(clf.classes_) == [0, 1, 2]
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1)
+    np.testing.assert_array_equal(proba.argmax(1), clf.predict(X))
+    assert clf.decision_function(X).shape == (150, 3)
+    assert clf.score(X, y) > 0.9
+    ridge = ParticleKernelClassifier(32, estimator=RidgeClassifier(), random_state=0,
+                                     device="cpu").fit(X, y)
+    assert not hasattr(ridge, "predict_proba")
+    assert ridge.decision_function(X).shape == (150, 3)
+    named = ParticleKernelClassifier(8, random_state=0, device="cpu").fit(
+        X, np.array(["setosa", "versicolor", "virginica"])[y])
+    assert set(named.predict(X)) <= {"setosa", "versicolor", "virginica"}
+
+
+def test_grid_search_over_budget_repulsion_and_beta():
+    X, y = make_moons(200, noise=0.2, random_state=0)
+    search = GridSearchCV(ParticleKernelClassifier(n_iter=30, random_state=0, device="cpu"),
+                          {"n_components": [8, 16], "repulsion": [0.0, 0.5],
+                           "beta": [math.inf, 100.0]}, cv=2).fit(X, y)
+    assert set(search.best_params_) == {"n_components", "repulsion", "beta"}
+    pipe = make_pipeline(ParticleKernelSampler(16, random_state=0, device="cpu"),
+                         LogisticRegression())
+    assert pipe.fit(X, y).score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("cls", [ParticleKernelSampler, ParticleKernelClassifier,
+                                 ImportanceSampledRFF])
+def test_bad_input_is_a_clear_error(cls):
+    X, y = make_moons(50, random_state=0)
+    with pytest.raises(ValueError, match="number of classes has to be greater than one"):
+        cls(4).fit(X, np.zeros(50))
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cls(4).fit(bad, y)
+    est = cls(4, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features"):
+        (est.predict if hasattr(est, "predict") else est.transform)(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        cls(4).fit(X, np.linspace(0, 1, 50))
+
+
+def test_cossin_needs_an_even_budget_and_pickles_with_numpy_state(monkeypatch):
+    X, y = make_moons(80, random_state=0)
+    with pytest.raises(ValueError, match="must be even"):
+        ParticleKernelSampler(5, kernel="rff_cossin").fit(X, y)
+    s = ParticleKernelSampler(6, kernel="rff_cossin", random_state=0, device="cpu").fit(X, y)
+    assert s.transform(X).shape == (80, 6) and s.particles_.shape == (3, 2)
+    for name, value in vars(s).items():
+        assert not isinstance(value, torch.Tensor), name
+    s.set_params(device="cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = pickle.loads(pickle.dumps(s))
+    with pytest.warns(DeviceWarning):
+        np.testing.assert_array_equal(loaded.transform(X), s.set_params(
+            device="cpu").transform(X))
+
+
+def test_chi_square_tilt():
+    v = torch.tensor([0.1, 0.5, 0.2, 3.0, 0.0], dtype=torch.float64)
+    for rho in (0.0, 0.1, 1.0):
+        q = chi_square_tilt(v, rho)
+        assert float(q.sum()) == pytest.approx(1.0) and (q >= 0).all()
+        divergence = float(5 * (q - 0.2).square().sum())
+        assert divergence == pytest.approx(rho, abs=1e-6)
+    assert int(chi_square_tilt(v, 100.0).argmax()) == 3
+    assert float(chi_square_tilt(v, 100.0).max()) == pytest.approx(1.0)
+
+
+def test_importance_sampling_tilts_toward_aligned_candidates():
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    flat = ImportanceSampledRFF(16, gamma=1.0, rho=0.0, random_state=0).fit(X, y)
+    np.testing.assert_allclose(flat.weights_, 1 / 160)
+    tilted = ImportanceSampledRFF(16, gamma=1.0, rho=5.0, random_state=0).fit(X, y)
+    assert tilted.weights_.max() > 5 / 160
+    assert tilted.transform(X).shape == (300, 16)
+    # what the tilt buys: sampled features better aligned with the labels (on average over
+    # draws; whether that helps the classifier is for benchmarks/bench_particle_kernel.py)
+    Y = target_codes(torch.as_tensor(y), 2)
+
+    def mean_alignment(rho):
+        return np.mean([float(alignment(torch.from_numpy(
+            ImportanceSampledRFF(16, gamma=1.0, rho=rho, random_state=s).fit_transform(X, y)),
+            Y, "uncentered")) for s in range(5)])
+
+    assert mean_alignment(5.0) > 1.5 * mean_alignment(0.0)
