@@ -5,6 +5,7 @@ registries, not a copy of a loop.
 """
 
 from ._attend import attend
+from ._knn import knn_attention, topk_keys
 from ._scores import SCORES, dot, get_score, neg_sq_euclidean
 from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax, sparsemax
 
@@ -16,8 +17,10 @@ __all__ = [
     "get_score",
     "get_weight",
     "hardmax",
+    "knn_attention",
     "linear",
     "neg_sq_euclidean",
     "softmax",
     "sparsemax",
+    "topk_keys",
 ]

@@ -26,13 +26,15 @@ def n_particles(kernel, n_components):
 def orthogonal_gaussian(n, d, *, generator, dtype=torch.float64):
     """``n`` rows, each block of ``d`` orthogonal, with the norms of Gaussian vectors
     (Performer's orthogonal random features): unbiased, lower-variance Gaussian rows."""
+    device = generator.device
     blocks = []
     for start in range(0, n, d):
-        g = torch.randn(d, d, generator=generator, dtype=dtype)
+        g = torch.randn(d, d, generator=generator, dtype=dtype, device=device)
         q, _ = torch.linalg.qr(g)
         blocks.append(q.T[:min(d, n - start)])
     rows = torch.cat(blocks)
-    norms = torch.randn(n, d, generator=generator, dtype=dtype).norm(dim=1, keepdim=True)
+    norms = torch.randn(n, d, generator=generator, dtype=dtype, device=device).norm(
+        dim=1, keepdim=True)
     return rows * norms
 
 
@@ -43,11 +45,13 @@ def initial_particles(kernel, n, d, *, gamma, generator, dtype=torch.float64):
     ``exp(-gamma ||x - x'||^2)``, offsets ``b ~ U(0, 2 pi)``. The positive maps: orthogonal
     Gaussian rows (unit variance), offsets unused.
     """
+    device = generator.device
     if kernel in ("rff", "rff_cossin"):
-        W = torch.randn(n, d, generator=generator, dtype=dtype) * math.sqrt(2 * gamma)
+        W = torch.randn(n, d, generator=generator, dtype=dtype, device=device) * math.sqrt(
+            2 * gamma)
     else:
         W = orthogonal_gaussian(n, d, generator=generator, dtype=dtype)
-    b = torch.rand(n, generator=generator, dtype=dtype) * 2 * math.pi
+    b = torch.rand(n, generator=generator, dtype=dtype, device=device) * 2 * math.pi
     return W, b
 
 
