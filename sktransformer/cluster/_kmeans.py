@@ -184,9 +184,11 @@ default="k-means++"
 
         Its ``blocks`` hold the ``Q, K, V`` matrices of the paper's construction; running it
         from the same centers gives this estimator's layers (on small data: it materializes
-        the ``n x n`` reset attention).
+        the ``n x n`` reset attention). With ``weights`` set, the learned layer instead.
         """
         check_is_fitted(self)
+        if self.weights is not None:
+            return resolve_weights(self.weights)
         return KMeansCircuit(
             self.n_features_in_, self.n_clusters, temperature=self.temperature,
             attention=self.attention,

@@ -228,3 +228,10 @@ def test_shipped_weights_load_on_cpu_and_beat_the_papers_lloyd_on_unseen_tasks()
             centers = layer.step(Xt[:1], centers)
     np.testing.assert_allclose(km.cluster_centers_, centers[0].numpy(), atol=1e-5)
     assert km.n_iter_ == 20
+
+
+def test_get_circuit_returns_the_learned_layer():
+    X, _ = make_gmm_tasks(1, random_state=5)
+    km = TransformerKMeans(10, weights="learned", max_iter=2, random_state=0,
+                           device="cpu").fit(X[0])
+    assert isinstance(km.get_circuit(), LearnedKMeansLayer)
