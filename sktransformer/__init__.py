@@ -9,12 +9,14 @@ from .cluster import (
     TrimmedTransformerKMeans,
 )
 from .kernels import ImportanceSampledRFF, ParticleKernelClassifier, ParticleKernelSampler
+from .neighbors import KNNAttentionRegressor
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ImportanceSampledRFF",
     "KMeansCircuit",
+    "KNNAttentionRegressor",
     "ParticleKernelClassifier",
     "ParticleKernelSampler",
     "RobustTransformerKMeans",

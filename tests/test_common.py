@@ -21,7 +21,7 @@ def test_every_public_estimator_is_checked():
     names = {cls.__name__ for cls in public_estimators()}
     assert {"TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
             "RobustTransformerKMeans", "TransformerKMedoids", "ParticleKernelSampler",
-            "ParticleKernelClassifier", "ImportanceSampledRFF"} <= names
+            "ParticleKernelClassifier", "ImportanceSampledRFF", "KNNAttentionRegressor"} <= names
 
 
 # The random initialization (k-means++ or random rows) draws points in row order, so

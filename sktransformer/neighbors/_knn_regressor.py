@@ -1,0 +1,207 @@
+"""KNNAttentionRegressor: a prediction is kNN attention over the training set."""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..attention import knn_attention
+from ..utils import make_generator, resolve_device, to_numpy, to_tensor
+
+
+def _augment(Z, role):
+    """Tokens whose dot product is ``-||q - k||^2`` up to a per-query constant (the
+    dot-product form of Euclidean attention): queries ``[z, 1]``, keys ``[2z, -||z||^2]``."""
+    if role == "query":
+        return torch.cat([Z, torch.ones_like(Z[..., :1])], -1)
+    return torch.cat([2 * Z, -Z.square().sum(-1, keepdim=True)], -1)
+
+
+class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
+    """Regression by kNN attention over the training set, with a learned projection.
+
+    A new point ``x`` is a query; the training points are the keys and their targets the
+    values. The prediction is softmax attention restricted to the ``n_neighbors`` best keys,
+    ``sum_{j in top-k} softmax_j(-||P x - P x_j||^2 / temperature) y_j`` (Euclidean
+    attention, evaluated as dot-product attention on augmented tokens), with ``P`` a
+    learned linear projection of the standardized features. ``fit`` learns ``P`` by
+    minimizing the leave-one-out squared error of that prediction on the training set
+    (Adam, exact gradients through the top-k attention), which is how the key/query
+    projection of an attention layer is trained.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=32
+        Keys kept per query (``k``).
+    temperature : float, default=4.0
+        Softmax temperature on squared distances in the projected (standardized) space.
+    estimator : {"truncated", "tail", "gumbel"}, default="truncated"
+        How ``predict`` estimates the attention output from the top-k keys (see
+        :func:`sktransformer.attention.knn_attention`); ``fit`` uses ``"truncated"``.
+    n_components : int or None, default=None
+        Dimension of the projection; ``None`` keeps ``n_features``.
+    max_iter : int, default=100
+        Optimizer steps (0 keeps the identity projection: plain softmax-weighted kNN).
+    learning_rate : float, default=0.01
+    batch_size : int or None, default=256
+        Training queries per step (a fresh minibatch each step); ``None``: all.
+    n_samples : int, default=32
+        Samples per query of the ``"tail"`` and ``"gumbel"`` estimators.
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
+    random_state : int, RandomState instance or None, default=None
+        Seeds a local ``torch.Generator`` (initial projection, minibatches, sampling).
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    projection_ : ndarray of shape (n_features_in_, n_components)
+    loss_curve_ : list of float
+        Leave-one-out mean squared error (standardized targets) per step.
+    n_iter_ : int
+        Optimizer steps run.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_friedman1
+    >>> from sktransformer import KNNAttentionRegressor
+    >>> X, y = make_friedman1(300, random_state=0)
+    >>> reg = KNNAttentionRegressor(random_state=0, device="cpu").fit(X, y)
+    >>> reg.loss_curve_[-1] < reg.loss_curve_[0]
+    True
+    """
+
+    _parameter_constraints = {
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "estimator": [StrOptions({"truncated", "tail", "gumbel"})],
+        "n_components": [None, Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [None, Interval(Integral, 1, None, closed="left")],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, n_neighbors=32, *, temperature=4.0, estimator="truncated",
+                 n_components=None, max_iter=100, learning_rate=0.01, batch_size=256,
+                 n_samples=32, device="auto", random_state=None, verbose=0):
+        self.n_neighbors = n_neighbors
+        self.temperature = temperature
+        self.estimator = estimator
+        self.n_components = n_components
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.n_samples = n_samples
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def _attend(self, Q, K, V, n_neighbors, estimator="truncated", generator=None):
+        return knn_attention(_augment(Q, "query"), _augment(K, "key"), V, n_neighbors,
+                             estimator=estimator, scale=1.0 / self.temperature,
+                             n_samples=self.n_samples, generator=generator)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Learn the projection by leave-one-out kNN attention error.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+
+        Returns
+        -------
+        self : KNNAttentionRegressor
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
+                             y_numeric=True)
+        if len(X) < 2:
+            raise ValueError(f"n_samples={len(X)}: leave-one-out needs at least 2 samples.")
+        device = resolve_device(self.device)
+        generator = make_generator(self.random_state, device=device)
+        self._y_1d = y.ndim == 1
+        Y = y.reshape(len(y), -1).astype(np.float64)
+        self._x_mean, self._x_scale = X.mean(0), X.std(0)
+        self._x_scale[self._x_scale == 0] = 1.0
+        self._y_mean, self._y_scale = Y.mean(0), Y.std(0)
+        self._y_scale[self._y_scale == 0] = 1.0
+        Xs = to_tensor((X - self._x_mean) / self._x_scale, device, dtype=torch.float64)
+        Ys = to_tensor((Y - self._y_mean) / self._y_scale, device, dtype=torch.float64)
+        d = X.shape[1]
+        p = self.n_components or d
+        P = torch.eye(d, p, dtype=torch.float64, device=device)
+        if p != d:
+            P = torch.randn(d, p, generator=generator, dtype=torch.float64,
+                            device=device) / math.sqrt(d)
+        P.requires_grad_(True)
+        optimizer = torch.optim.Adam([P], lr=self.learning_rate)
+        n = len(X)
+        k = min(self.n_neighbors, n - 1)
+        self.loss_curve_ = []
+        for _ in range(self.max_iter):
+            rows = torch.arange(n, device=device)
+            if self.batch_size is not None and self.batch_size < n:
+                rows = torch.randperm(n, generator=generator,
+                                      device=generator.device)[:self.batch_size].to(device)
+            Z = Xs @ P
+            # leave one out: each query's own key is pushed to the bottom of its scores
+            keys = _augment(Z, "key")
+            queries = _augment(Z[rows], "query")
+            scores = queries @ keys.T / self.temperature
+            scores = scores.index_put((torch.arange(len(rows), device=device), rows),
+                                      torch.tensor(-torch.inf, dtype=scores.dtype,
+                                                   device=device))
+            top = torch.topk(scores, k, dim=-1)
+            w = torch.softmax(top.values, dim=-1)
+            pred = (w.unsqueeze(-1) * Ys[top.indices]).sum(-2)
+            loss = (pred - Ys[rows]).square().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            self.loss_curve_.append(float(loss.detach()))
+            if self.verbose:
+                print(f"step {len(self.loss_curve_)}: leave-one-out MSE {float(loss):.5f}")
+        self.n_iter_ = len(self.loss_curve_)
+        self.projection_ = to_numpy(P.detach())
+        self._keys = to_numpy(Xs @ P.detach())
+        self._values = to_numpy(Ys)
+        return self
+
+    def predict(self, X):
+        """Attention over the training set from each row of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        device = resolve_device(self.device, fallback=True)
+        generator = make_generator(self.random_state, device=device)
+        with torch.inference_mode():
+            Q = to_tensor((X - self._x_mean) / self._x_scale, device, dtype=torch.float64)
+            Q = Q @ to_tensor(self.projection_, device)
+            out = self._attend(Q, to_tensor(self._keys, device), to_tensor(self._values, device),
+                               min(self.n_neighbors, len(self._keys)), self.estimator,
+                               generator)
+        y = to_numpy(out) * self._y_scale + self._y_mean
+        return y.ravel() if self._y_1d else y

@@ -1,0 +1,84 @@
+"""KNNAttentionRegressor: kNN attention over the training set with a learned projection."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_friedman1
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sktransformer import KNNAttentionRegressor
+
+
+def test_identity_projection_is_softmax_weighted_knn_on_standardized_data():
+    X, y = make_friedman1(200, random_state=0)
+    reg = KNNAttentionRegressor(5, temperature=0.5, max_iter=0, device="cpu").fit(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    Xq = Xs[:7] + 0.05
+    d2 = ((Xq[:, None] - Xs[None]) ** 2).sum(-1)
+    top = np.argsort(d2, 1)[:, :5]
+    w = np.exp(-np.take_along_axis(d2, top, 1) / 0.5)
+    w /= w.sum(1, keepdims=True)
+    expected = (w * y[top]).sum(1)
+    got = reg.predict(Xq * X.std(0) + X.mean(0))
+    np.testing.assert_allclose(got, expected, rtol=1e-8)
+
+
+def test_learned_projection_beats_distance_weighted_knn_on_friedman1():
+    X, y = make_friedman1(400, random_state=0)
+    cv = KFold(5, shuffle=True, random_state=0)
+    ours = cross_val_score(KNNAttentionRegressor(random_state=0, device="cpu"), X, y,
+                           cv=cv).mean()
+    knn = cross_val_score(make_pipeline(StandardScaler(), KNeighborsRegressor(
+        16, weights="distance")), X, y, cv=cv).mean()
+    assert ours > knn + 0.1
+
+
+def test_training_lowers_the_leave_one_out_loss_and_is_seeded():
+    X, y = make_friedman1(300, random_state=1)
+    a = KNNAttentionRegressor(random_state=0, device="cpu").fit(X, y)
+    b = KNNAttentionRegressor(random_state=0, device="cpu").fit(X, y)
+    assert a.loss_curve_[-1] < 0.7 * a.loss_curve_[0]
+    np.testing.assert_array_equal(a.projection_, b.projection_)
+
+
+@pytest.mark.parametrize("estimator", ["tail", "gumbel"])
+def test_sampled_estimators_approach_the_truncated_prediction(estimator):
+    X, y = make_friedman1(300, random_state=2)
+    reg = KNNAttentionRegressor(random_state=0, device="cpu", max_iter=20).fit(X, y)
+    exact = reg.predict(X[:30])
+    sampled = reg.set_params(estimator=estimator, n_samples=512).predict(X[:30])
+    assert np.abs(sampled - exact).mean() < 0.25 * np.abs(y - y.mean()).mean()
+
+
+def test_multi_output_grid_search_and_cpu_pickle(monkeypatch):
+    X, y = make_friedman1(200, random_state=3)
+    Y = np.column_stack([y, -2 * y])
+    reg = KNNAttentionRegressor(max_iter=10, random_state=0, device="cpu").fit(X, Y)
+    pred = reg.predict(X[:5])
+    assert pred.shape == (5, 2)
+    np.testing.assert_allclose(pred[:, 1], -2 * pred[:, 0], rtol=1e-8)
+    search = GridSearchCV(KNNAttentionRegressor(max_iter=5, device="cpu"),
+                          {"n_neighbors": [4, 16], "temperature": [1.0, 4.0]}, cv=2).fit(X, y)
+    assert set(search.best_params_) == {"n_neighbors", "temperature"}
+    for name, value in vars(reg).items():
+        assert not isinstance(value, torch.Tensor), name
+    loaded = pickle.loads(pickle.dumps(reg))
+    np.testing.assert_array_equal(loaded.predict(X[:5]), pred)
+
+
+def test_bad_input():
+    X, y = make_friedman1(50, random_state=0)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        KNNAttentionRegressor(device="cpu").fit(bad, y)
+    with pytest.raises(ValueError, match="leave-one-out needs at least 2 samples"):
+        KNNAttentionRegressor(device="cpu").fit(X[:1], y[:1])
+    reg = KNNAttentionRegressor(max_iter=2, device="cpu").fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features"):
+        reg.predict(X[:, :3])
