@@ -265,3 +265,103 @@ def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator):
         winner[..., sl, :] = torch.where(best_tail > best_top[..., sl, :], tail_winner,
                                          winner[..., sl, :])
     return winner
+
+
+def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, generator=None):
+    """``n_samples`` exact draws ``j ~ P_i`` per query by lazy Gumbel sampling,
+    shape (..., n_q, n_samples)."""
+    s = _scale(q, scale)
+    scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=s)
+    visible = _visible(q.shape[-2], k.shape[-2], causal, q.device)
+    rows = max(1, _TILE // (n_samples * max(1, idx.shape[-1]) * 4))
+    return torch.cat([_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
+                                      visible[sl], s, n_samples, generator)
+                      for sl in (slice(a, a + rows) for a in range(0, q.shape[-2], rows))],
+                     -2)
+
+
+class KNNAttention(torch.autograd.Function):
+    """kNN attention with a choice of forward/backward pair.
+
+    With ``ds_ij = P_ij (dO_i . v_j - dO_i . o_i)``:
+
+    * ``"topk"``: forward is the renormalized softmax over each query's top-k keys, and
+      backward its exact gradient (``P`` restricted to the top-k).
+    * ``"sampled"``: forward is the lazy-Gumbel estimate (the mean of ``n_samples`` exact
+      draws ``j ~ P_i``), and backward estimates the gradient of *full* softmax attention
+      from fresh draws (independent of the forward's, so that ``dO``, computed from the
+      forward estimate, and the walks multiply to an unbiased product). ``dV = P^T dO``
+      and ``dK_j = scale sum_i P_ij (dO_i . v_j - dO_i . o_i) q_i`` are both ``P^T``-type
+      products, estimated by one-step random walks ``i -> j ~ P_i`` (exact lazy-Gumbel
+      draws, ``n_samples`` per query): each walk adds ``dO_i / S`` to ``dV_j`` and
+      ``scale (dO_i . v_j - dO_i . o_i) q_i / S`` to ``dK_j`` (unbiased, variance
+      ``O(1 / S)``). ``dQ_i = scale (E_{P_i}[k_j (dO_i . v_j)] - E_{P_i}[k_j] dO_i . o_i)``
+      takes both expectations over the same draws (the author took them over the top-k,
+      which is biased when the top-k miss mass), and ``dO_i . o_i`` is estimated from the
+      draws too (bias ``O(1 / S)`` from the product of means). The paper's walks start from
+      a distribution proportional to a shifted column of ``dO``; these start from every
+      query, which needs no shift and serves every column at once.
+
+    ``dK`` was not in the author's code; the formula above is the derivative of
+    ``o_i = sum_j softmax_j(scale q_i . k_j) v_j`` with respect to ``k_j``.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator):
+        ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
+        ctx.n_neighbors, ctx.generator = n_neighbors, generator
+        if backward == "sampled":  # the lazy-Gumbel estimate
+            j = sample_keys(q, k, n_neighbors, n_samples, scale=scale, generator=generator)
+            ctx.save_for_backward(q, k, v)
+            return _gather_rows(v, j).mean(-2)
+        scores, idx = topk_keys(q, k, n_neighbors, scale=scale)
+        w = torch.softmax(scores, dim=-1)
+        out = (w.unsqueeze(-1) * _gather_rows(v, idx)).sum(-2)
+        ctx.save_for_backward(q, k, v, idx, w, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out):
+        s, n_k = ctx.scale, ctx.saved_tensors[1].shape[-2]
+        if ctx.mode == "topk":
+            q, k, v, idx, w, out = ctx.saved_tensors
+            c = (d_out * out).sum(-1, keepdim=True)  # dO_i . o_i
+            vt, kt = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, kk, .)
+            ds = w * ((vt * d_out.unsqueeze(-2)).sum(-1) - c)
+            dq = s * (ds.unsqueeze(-1) * kt).sum(-2)
+            flat = idx.reshape(*idx.shape[:-2], -1)
+            dk = _scatter_rows(n_k, flat, s * ds.unsqueeze(-1) * q.unsqueeze(-2))
+            dv = _scatter_rows(n_k, flat, w.unsqueeze(-1) * d_out.unsqueeze(-2))
+            return dq, dk, dv, None, None, None, None, None
+        q, k, v = ctx.saved_tensors
+        S = ctx.n_samples
+        # fresh draws: independent of the forward's, so that dO (from the forward estimate)
+        # and the walks are independent and the product is unbiased
+        j = sample_keys(q, k, ctx.n_neighbors, S, scale=s, generator=ctx.generator)
+        vj, kj = _gather_rows(v, j), _gather_rows(k, j)  # (..., n_q, S, .)
+        dpj = (vj * d_out.unsqueeze(-2)).sum(-1, keepdim=True)  # dO_i . v_j per walk
+        c_hat = dpj.mean(-2, keepdim=True)  # dO_i . o_i of the full softmax, estimated
+        dq = s * ((kj * dpj).mean(-2) - kj.mean(-2) * c_hat.squeeze(-2))
+        walk_dv = d_out.unsqueeze(-2).expand_as(vj) / S
+        walk_dk = (dpj - c_hat) * (s / S) * q.unsqueeze(-2)
+        flat = j.reshape(*j.shape[:-2], -1)
+        return (dq, _scatter_rows(n_k, flat, walk_dk), _scatter_rows(n_k, flat, walk_dv),
+                None, None, None, None, None)
+
+
+def _scatter_rows(n_rows, flat_index, values):
+    """Sum ``values (..., n_q, m, c)`` into rows ``flat_index (..., n_q * m)`` of a
+    ``(..., n_rows, c)`` tensor."""
+    lead = flat_index.shape[:-1]
+    vals = values.reshape(*lead, -1, values.shape[-1])
+    out = vals.new_zeros(*lead, n_rows, values.shape[-1])
+    return out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
+
+
+def knn_attention_grad(q, k, v, n_neighbors, *, backward="sampled", scale=None, n_samples=64,
+                       generator=None):
+    """kNN attention, differentiable in ``q``, ``k`` and ``v``: ``"topk"`` (truncated, exact
+    gradient) or ``"sampled"`` (lazy Gumbel, random-walk gradients); see
+    :class:`KNNAttention`."""
+    return KNNAttention.apply(q, k, v, n_neighbors, _scale(q, scale), backward, n_samples,
+                              generator)
