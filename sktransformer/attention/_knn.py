@@ -207,19 +207,22 @@ def _tail(q, k, v, scores, idx, causal, scale, n_samples, generator):
 def _gumbel(q, k, v, scores, idx, causal, scale, n_samples, n_groups, generator):
     """Lazy Gumbel sampling: each draw is exact from the full softmax. Runs over blocks of
     queries so that no buffer exceeds a tile."""
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    visible = _visible(n_q, n_k, causal, q.device)
-    rows = max(1, _TILE // (n_samples * max(1, idx.shape[-1]) * 4))
-    winners = []
-    for start in range(0, n_q, rows):
-        sl = slice(start, start + rows)
-        winners.append(_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
-                                       visible[sl], scale, n_samples, generator))
-    values = _gather_rows(v, torch.cat(winners, -2))  # (..., n_q, n_samples, d_v)
+    winners = _draws(q, k, scores, idx, causal, scale, n_samples, generator)
+    values = _gather_rows(v, winners)  # (..., n_q, n_samples, d_v)
     if n_groups <= 1:
         return values.mean(-2)
     groups = values.reshape(*values.shape[:-2], n_groups, -1, values.shape[-1]).mean(-2)
     return groups.median(-2).values
+
+
+def _draws(q, k, scores, idx, causal, scale, n_samples, generator):
+    """:func:`_gumbel_winners` over blocks of queries, (..., n_q, n_samples)."""
+    visible = _visible(q.shape[-2], k.shape[-2], causal, q.device)
+    rows = max(1, _TILE // (n_samples * max(1, idx.shape[-1]) * 4))
+    return torch.cat([_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
+                                      visible[sl], scale, n_samples, generator)
+                      for sl in (slice(a, a + rows) for a in range(0, q.shape[-2], rows))],
+                     -2)
 
 
 def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator):
@@ -272,12 +275,7 @@ def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, gener
     shape (..., n_q, n_samples)."""
     s = _scale(q, scale)
     scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=s)
-    visible = _visible(q.shape[-2], k.shape[-2], causal, q.device)
-    rows = max(1, _TILE // (n_samples * max(1, idx.shape[-1]) * 4))
-    return torch.cat([_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
-                                      visible[sl], s, n_samples, generator)
-                      for sl in (slice(a, a + rows) for a in range(0, q.shape[-2], rows))],
-                     -2)
+    return _draws(q, k, scores, idx, causal, s, n_samples, generator)
 
 
 class KNNAttention(torch.autograd.Function):
