@@ -125,10 +125,9 @@ class TransformerKMedoids(BaseCircuitClustering):
             if self.metric == "euclidean":
                 cost = _lloyd.distance_sums(points, everyone, 1, sample_weight)
             else:
-                w = 1.0 if sample_weight is None else sample_weight.unsqueeze(1)
-                mean = (points.rows_of(slice(None)) * w).sum(0) / (
-                    points.n if sample_weight is None else sample_weight.sum())
-                cost = _lloyd.sq_dist_to_own(points, mean[None], everyone)
+                w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+                mean = _lloyd.weighted_sums(points, everyone, w, 1) / w.sum()  # chunked
+                cost = _lloyd.sq_dist_to_own(points, mean, everyone)
             indices = torch.argsort(cost, stable=True)[:self.n_clusters]
         return points.rows_of(indices), indices
 
