@@ -153,6 +153,3 @@ def gumbel(like, *, generator):
     e = torch.empty(like.shape, dtype=torch.float64, device=generator.device)
     e.exponential_(generator=generator)
     return (-e.clamp_(min=1e-300).log_()).to(device=like.device, dtype=like.dtype)
-
-
-GROUP_WEIGHTS = {"mean": group_mean, "normmax": group_normmax, "sparsemax": group_sparsemax}
