@@ -46,6 +46,39 @@ def test_training_lowers_the_leave_one_out_loss_and_is_seeded():
     np.testing.assert_array_equal(a.projection_, b.projection_)
 
 
+def test_exact_training_matches_a_hand_written_leave_one_out_loss():
+    """The first step's loss is the top-k leave-one-out error at the identity projection."""
+    X, y = make_friedman1(120, random_state=4)
+    reg = KNNAttentionRegressor(6, temperature=2.0, max_iter=1, batch_size=None,
+                                device="cpu").fit(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    ys = (y - y.mean()) / y.std()
+    d2 = ((Xs[:, None] - Xs[None]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    top = np.argsort(d2, 1)[:, :6]
+    w = np.exp(-np.take_along_axis(d2, top, 1) / 2.0)
+    w /= w.sum(1, keepdims=True)
+    loo = ((w * ys[top]).sum(1) - ys) ** 2
+    np.testing.assert_allclose(reg.loss_curve_[0], loo.mean(), rtol=1e-10)
+
+
+def test_sampled_gradients_train_as_well_as_exact_ones():
+    """Descent with the random-walk gradients gets close to the held-out R^2 of exact
+    top-k gradients (same steps, same minibatches): 0.908 vs 0.924 here, from 0.666.
+    They descend the full-softmax leave-one-out loss, while ``predict`` (truncated) and
+    the exact gradients use the top-k one; the attention tests compare equal objectives."""
+    X, y = make_friedman1(600, random_state=5)
+    X_test, y_test = make_friedman1(300, random_state=6)
+    scores = {}
+    for gradient in ("exact", "sampled"):
+        reg = KNNAttentionRegressor(gradient=gradient, max_iter=150, n_samples=64,
+                                    random_state=0, device="cpu").fit(X, y)
+        scores[gradient] = reg.score(X_test, y_test)
+    start = KNNAttentionRegressor(max_iter=0, device="cpu").fit(X, y).score(X_test, y_test)
+    assert scores["exact"] > start + 0.2
+    assert scores["sampled"] > scores["exact"] - 0.03
+
+
 @pytest.mark.parametrize("estimator", ["tail", "gumbel"])
 def test_sampled_estimators_approach_the_truncated_prediction(estimator):
     X, y = make_friedman1(300, random_state=2)

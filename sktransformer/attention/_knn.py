@@ -3,18 +3,21 @@
 For query ``q_i``, ``P_i = softmax(q_i K^T * scale)`` is a distribution over the keys and the
 attention output is ``o_i = E_{j ~ P_i}[v_j]`` (Haris, "kNN Attention Demystified", ICLR
 2025). The top-k keys ``S_i`` are found by blocks of queries (``torch.topk`` on a
-``(block, n_keys)`` score tile), so memory is ``O(n k + block * n)``, never ``n x n``. Three
-estimators of ``o_i`` from ``S_i``:
+``(block, n_keys)`` score tile), or by an approximate index (:class:`IVFIndex`); the
+estimators then run by blocks of queries too, so memory is ``O(n k + tile)``, never
+``n x n``. Three estimators of ``o_i`` from ``S_i``:
 
 * ``"truncated"``: the softmax renormalized over ``S_i``; biased by the dropped tail mass.
 * ``"tail"``: the partition sum and the numerator each corrected by ``l`` keys drawn
   uniformly from outside ``S_i`` (scaled by ``(n - k) / l``): unbiased sums, a ratio
   estimator for ``o_i``.
 * ``"gumbel"``: exact samples from ``P_i`` by lazy Gumbel sampling (Mussmann et al., 2017)
-  and their average (or median of means): unbiased for ``o_i``.
+  and their average, Rao-Blackwellized over ``S_i`` (or a median of such means): unbiased
+  for ``o_i``, and exact when ``S_i`` holds all the mass.
 
 Shapes: ``q (..., n_q, d)``, ``k (..., n_k, d)``, ``v (..., n_k, d_v)``; leading dimensions
-(batch, heads) are broadcast as in ``torch.matmul``.
+(batch, heads) are broadcast as in ``torch.matmul``. ``exclude (n_q,)`` or ``(..., n_q)``
+hides one key from each query (leave-one-out: query ``i`` never sees key ``exclude[i]``).
 """
 
 import math
@@ -22,19 +25,56 @@ import math
 import torch
 
 ESTIMATORS = ("truncated", "tail", "gumbel")
-_TILE = 1 << 22  # elements of one (query block, keys) score tile
+_TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in float32
 
 
 def _scale(q, scale):
     return 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
 
 
-def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None):
+def _batch(*tensors):
+    return math.prod(torch.broadcast_shapes(*(t.shape[:-2] for t in tensors))) or 1
+
+
+def _blocks(n, rows):
+    return (slice(a, a + rows) for a in range(0, n, rows))
+
+
+def _positions(n_q, n_k, device):
+    """The key position of each query: queries are aligned with the end of the keys."""
+    return torch.arange(n_q, device=device) + (n_k - n_q)
+
+
+def _visible(n_q, n_k, causal, device):
+    """Number of keys each query may attend to, shape (n_q,)."""
+    if not causal:
+        return torch.full((n_q,), n_k, device=device)
+    return _positions(n_q, n_k, device) + 1
+
+
+def _hidden(indices, exclude, positions=None):
+    """True where key ``indices (..., n_q, m)`` is hidden from its query: excluded, or later
+    than the query's position (causal)."""
+    hidden = torch.zeros(indices.shape, dtype=torch.bool, device=indices.device)
+    if exclude is not None:
+        hidden = hidden | (indices == exclude.unsqueeze(-1))
+    if positions is not None:
+        hidden = hidden | (indices > positions.unsqueeze(-1))
+    return hidden
+
+
+def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=None,
+              exclude=None):
     """Scores and indices of each query's ``n_neighbors`` highest-scoring keys.
 
     ``causal``: query ``i`` sees keys ``j <= i`` only (queries and keys aligned at the end
     when ``n_q < n_k``, as in decoding); a query with fewer than ``n_neighbors`` visible keys
-    gets ``-inf`` scores for the missing ones.
+    gets ``-inf`` scores for the missing ones, as do excluded keys.
+
+    ``index``: ``None`` for the exact top-k (score tiles of ``block`` queries); or an
+    approximate index such as :class:`IVFIndex` (not causal). Either way the scores of the
+    selected keys are recomputed in ``q``'s dtype, so they are differentiable in ``q``
+    and ``k``.
 
     Returns
     -------
@@ -44,41 +84,73 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None):
     n_q, n_k = q.shape[-2], k.shape[-2]
     kk = min(n_neighbors, n_k)
     s = _scale(q, scale)
-    if block is None:
-        batch = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) or 1
-        block = max(1, _TILE // max(1, n_k * batch))
-    scores, indices = [], []
-    offset = n_k - n_q
-    for start in range(0, n_q, block):
-        tile = (q[..., start:start + block, :] @ k.transpose(-1, -2)) * s
-        if causal:
-            rows = torch.arange(start, start + tile.shape[-2], device=q.device) + offset
-            cols = torch.arange(n_k, device=q.device)
-            tile = tile.masked_fill(cols[None, :] > rows[:, None], -torch.inf)
-        top = torch.topk(tile, kk, dim=-1)
-        scores.append(top.values)
-        indices.append(top.indices)
+    if index is not None and causal:
+        raise ValueError("An approximate index searches all keys: it cannot be causal; "
+                         "use index=None for causal attention.")
+    found = None if index is None else index.search(q, k, kk)
+    if block is None:  # a score tile, or (index) the gathered keys of a block
+        width = n_k if found is None else kk * q.shape[-1]
+        block = max(1, _TILE // (width * _batch(q, k)))
+    positions = _positions(n_q, n_k, q.device) if causal else None
+    scores, indices, tile = [], [], None
+    for sl in _blocks(n_q, block):
+        ex = None if exclude is None else exclude[..., sl]
+        pos = None if positions is None else positions[sl]
+        if found is None:
+            idx, tile = _exact_topk(q[..., sl, :], k, kk, s, ex, pos, tile)
+        else:
+            idx = found[..., sl, :]
+        missing = idx < 0
+        idx = idx.clamp(min=0)
+        sc = _scores_of(q[..., sl, :], k, idx, s)
+        sc = sc.masked_fill(missing | _hidden(idx, ex, pos), -torch.inf)
+        sc, order = sc.sort(-1, descending=True)
+        scores.append(sc)
+        indices.append(torch.gather(idx, -1, order))
     return torch.cat(scores, -2), torch.cat(indices, -2)
 
 
+@torch.no_grad()
+def _exact_topk(q, k, kk, scale, exclude, positions, tile=None):
+    """Indices of the ``kk`` best keys of each query of a block, from one score tile, and
+    the tile (reused by the next block: a fresh one per block costs page faults)."""
+    shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+    if tile is None or tile.shape != shape:
+        tile = torch.empty(shape, dtype=torch.result_type(q, k), device=q.device)
+    torch.matmul(q * scale, k.transpose(-1, -2), out=tile)
+    if positions is not None:
+        cols = torch.arange(k.shape[-2], device=q.device)
+        tile.masked_fill_(cols > positions.unsqueeze(-1), -torch.inf)
+    if exclude is not None:
+        ex = exclude.unsqueeze(-1).expand(*tile.shape[:-1], 1)
+        tile.scatter_(-1, ex, -torch.inf)
+    return torch.topk(tile, kk, dim=-1, sorted=False).indices, tile
+
+
 def _gather_rows(v, indices):
-    """``v[..., indices, :]`` with ``indices (..., n_q, m)`` -> (..., n_q, m, d_v)."""
+    """``v[..., indices, :]`` with ``indices (..., n_q, m)`` -> (..., n_q, m, d_v).
+
+    One ``index_select`` of whole rows on the flattened batch (much faster than
+    ``torch.gather`` with an index expanded over the columns)."""
     lead = torch.broadcast_shapes(v.shape[:-2], indices.shape[:-2])
-    v = v.expand(*lead, *v.shape[-2:])
-    flat = indices.expand(*lead, *indices.shape[-2:]).reshape(*lead, -1)
-    out = torch.gather(v, -2, flat.unsqueeze(-1).expand(*flat.shape, v.shape[-1]))
-    return out.reshape(*lead, *indices.shape[-2:], v.shape[-1])
+    n_k, d_v = v.shape[-2:]
+    n_q, m = indices.shape[-2:]
+    flat = indices.expand(*lead, n_q, m).reshape(-1, n_q * m)
+    offsets = torch.arange(flat.shape[0], device=v.device).unsqueeze(-1) * n_k
+    rows = v.expand(*lead, n_k, d_v).reshape(-1, d_v)
+    out = rows.index_select(0, (flat + offsets).reshape(-1))
+    return out.reshape(*lead, n_q, m, d_v)
 
 
-def _visible(n_q, n_k, causal, device):
-    """Number of keys each query may attend to, shape (n_q,)."""
-    if not causal:
-        return torch.full((n_q,), n_k, device=device)
-    return torch.arange(n_q, device=device) + (n_k - n_q) + 1
+def _scores_of(q, k, indices, scale):
+    """``q_i . k_j * scale`` for ``indices (..., n_q, m)``."""
+    keys = _gather_rows(k, indices.clamp(min=0))
+    return (keys @ q.unsqueeze(-1)).squeeze(-1) * scale
 
 
 def knn_attention(q, k, v, n_neighbors, *, estimator="truncated", causal=False, scale=None,
-                  n_samples=32, n_groups=1, generator=None, block=None):
+                  n_samples=32, n_groups=1, generator=None, block=None, index=None,
+                  exclude=None):
     """kNN attention output, shape (..., n_q, d_v).
 
     Parameters
@@ -93,8 +165,9 @@ def knn_attention(q, k, v, n_neighbors, *, estimator="truncated", causal=False, 
         mass: for ``Q, K, V ~ U[-B, B]`` at ``n = 1000``, from ``k`` of about 5).
         ``"tail"``: ``n_samples`` uniform tail keys per query correct both sums; each sum
         is unbiased with relative standard error ``O(sqrt((n - k) / l) * spread)``.
-        ``"gumbel"``: the mean of ``n_samples`` exact draws from ``P_i`` (median of
-        ``n_groups`` group means when ``n_groups > 1``): unbiased, with
+        ``"gumbel"``: the mean of ``n_samples`` exact draws from ``P_i``, Rao-Blackwellized
+        over the top-k (:func:`rao_blackwell`; median of ``n_groups`` group means when
+        ``n_groups > 1``): unbiased, exact when the top-k hold all the mass, and with
         ``P(||o_hat - o|| > t) <= ||V||_max^2 / (n_samples t^2)`` (Chebyshev; median of
         means turns it into ``exp(-c n_groups)``).
     causal : bool, default=False
@@ -106,32 +179,61 @@ def knn_attention(q, k, v, n_neighbors, *, estimator="truncated", causal=False, 
         Median-of-means groups for ``"gumbel"``.
     generator : torch.Generator or None
         For the random estimators.
+    block : int or None
+        Queries per score tile of the exact search (``None``: tiles of ``2**25`` scores).
+    index : None or an index with ``search(q, k, n_neighbors)``, e.g. :class:`IVFIndex`
+        Approximate top-k for very long sequences. ``"truncated"`` then drops the keys the
+        index missed too; ``"tail"`` stays unbiased (its correction holds for any set);
+        ``"gumbel"`` needs the exact top-k and refuses an index.
+    exclude : LongTensor of shape (n_q,) or (..., n_q), or None
+        One key hidden from each query.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"Unknown estimator {estimator!r}; choose one of {ESTIMATORS}.")
-    scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=scale, block=block)
-    if estimator == "truncated":
-        w = torch.softmax(scores, dim=-1)
-        return (w.unsqueeze(-1) * _gather_rows(v, idx)).sum(-2)
-    if estimator == "tail":
-        return _tail(q, k, v, scores, idx, causal, _scale(q, scale), n_samples, generator)
-    return _gumbel(q, k, v, scores, idx, causal, _scale(q, scale), n_samples, n_groups,
-                   generator)
+    if estimator == "gumbel" and index is not None:
+        raise ValueError("estimator='gumbel' draws exact samples, which needs the exact "
+                         "top-k; use index=None, or estimator='truncated' or 'tail'.")
+    s = _scale(q, scale)
+    scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=s, block=block,
+                            index=index, exclude=exclude)
+    visible = _visible(q.shape[-2], k.shape[-2], causal, q.device)
+    width = idx.shape[-1] + (0 if estimator == "truncated" else n_samples)
+    rows = max(1, _TILE // (8 * width * max(q.shape[-1], v.shape[-1]) * _batch(q, k, v)))
+    out = []
+    for sl in _blocks(q.shape[-2], rows):
+        part = q[..., sl, :], scores[..., sl, :], idx[..., sl, :]
+        ex = None if exclude is None else exclude[..., sl]
+        if estimator == "truncated":
+            out.append(_truncated(v, *part[1:]))
+        elif estimator == "tail":
+            out.append(_tail(*part, k, v, visible[sl], s, n_samples, generator, ex))
+        else:
+            out.append(_gumbel(*part, k, v, visible[sl], s, n_samples, n_groups, generator,
+                               ex))
+    return torch.cat(out, -2)
+
+
+def _truncated(v, scores, idx):
+    w = torch.softmax(scores, dim=-1)
+    return (w.unsqueeze(-2) @ _gather_rows(v, idx)).squeeze(-2)
+
+
+def _members_gaps(top_idx, top_scores, n_k):
+    """``u_j = t_j - j`` for each query's sorted top indices ``t`` (the number of non-top
+    keys below ``t_j``), (..., n_q, kk). Top entries with a ``-inf`` score (hidden keys)
+    are not in the set: they get ``u`` above every position."""
+    kk = top_idx.shape[-1]
+    t = torch.where(torch.isfinite(top_scores), top_idx, n_k + kk).sort(-1).values
+    return t - torch.arange(kk, device=t.device)
 
 
 def _complement(top_idx, top_scores, positions):
     """The ``positions``-th keys (0-based) among those not in each query's top set.
 
-    ``top_idx, top_scores (..., n_q, k)``; ``positions (..., n_q, m)``. Top entries with a
-    ``-inf`` score (causally invisible keys) are not in the set. Classic rank mapping: walk
-    the sorted top indices and step over each one at or below the key.
-    """
-    big = torch.iinfo(torch.long).max
-    t = torch.where(torch.isfinite(top_scores), top_idx, big).sort(-1).values
-    key = positions
-    for j in range(t.shape[-1]):
-        key = key + (t[..., j:j + 1] <= key)
-    return key
+    ``top_idx, top_scores (..., n_q, k)``; ``positions (..., n_q, m)``. The ``p``-th
+    non-member is ``p + #{j : u_j <= p}`` (:func:`_members_gaps`): one ``searchsorted``."""
+    u = _members_gaps(top_idx, top_scores, int(top_idx.max()) + 1)
+    return positions + torch.searchsorted(u, positions.contiguous(), right=True)
 
 
 def _n_tail(top_scores, visible):
@@ -145,221 +247,191 @@ def _rand(shape, generator, device):
                       device=gen_device).to(device)
 
 
-def _distinct_positions(n_tail, m, generator, rounds=100):
-    """Per row, ``m`` distinct positions uniform in ``[0, n_tail)`` (a uniform subset),
-    padded with -1 to ``max(m)`` columns. When ``m`` is a sizeable part of the tail, the
-    first ``m`` of a random permutation; otherwise rejection of duplicates on sorted rows
-    (the rare duplicates left after ``rounds`` are dropped)."""
-    width = int(m.max()) if m.numel() else 0
-    device = n_tail.device
-    col = torch.arange(width, device=device)
-    used = col < m.unsqueeze(-1)
-    span = n_tail.unsqueeze(-1).to(torch.float64)
-    top = int(n_tail.max()) if n_tail.numel() else 0
-    if width and top <= 4 * width:  # dense: the first m of a random permutation
-        keys = _rand((*n_tail.shape, top), generator, device)
-        keys = keys.masked_fill(torch.arange(top, device=device) >= n_tail.unsqueeze(-1), 2.0)
-        pos = keys.argsort(-1)[..., :width]
-        return torch.where(used, pos, -1)
-    # unused columns get distinct sentinels above every real position
-    sentinel = n_tail.unsqueeze(-1) + 1 + col
-    pos = torch.where(used, (_rand(used.shape, generator, device) * span).long(), sentinel)
-    for _ in range(rounds):
-        pos = pos.sort(-1).values
-        dup = torch.zeros_like(used)
-        dup[..., 1:] = pos[..., 1:] == pos[..., :-1]
-        if not dup.any():
-            break
-        fresh = (_rand(pos.shape, generator, device) * span).long()
-        pos = torch.where(dup, fresh, pos)
-    else:
-        pos = pos.sort(-1).values
-        dup = torch.zeros_like(used)
-        dup[..., 1:] = pos[..., 1:] == pos[..., :-1]
-        pos = torch.where(dup, n_tail.unsqueeze(-1) + 1 + col, pos)
-    return torch.where(pos < n_tail.unsqueeze(-1), pos, -1)
+def _bernoulli_positions(n, p, generator):
+    """Each segment's successes in ``n`` independent Bernoulli(``p``) trials, as flat
+    ``(segment, position)`` pairs: the gaps between successes are geometric, drawn in
+    rounds (sized to cover a segment's trials with high probability) until every segment
+    has passed its last trial. ``n`` long and ``p`` float64, both (n_segments,)."""
+    device = n.device
+    segs = torch.nonzero((n > 0) & (p > 0)).squeeze(-1)
+    start = torch.zeros_like(n)  # first trial not yet covered
+    log_fail = torch.log1p(-p.clamp(max=1.0))  # -inf where p = 1: no failures
+    found_seg, found_pos = [], []
+    while segs.numel():
+        mean = (n[segs] - start[segs]).to(torch.float64) * p[segs]
+        counts = (mean + 4 * mean.sqrt() + 1).ceil().long()
+        seg = torch.repeat_interleave(segs, counts)
+        u = _rand(seg.shape, generator, device).clamp(min=1e-300)
+        limit = (n[seg] + 1).to(torch.float64)
+        step = (u.log() / log_fail[seg]).floor().clamp(max=limit).long() + 1
+        first = counts.cumsum(0) - counts
+        total = step.cumsum(0)  # a cumulative sum within each segment:
+        before = torch.repeat_interleave(total[first] - step[first], counts)
+        pos = start[seg] + (total - before) - 1
+        keep = pos < n[seg]
+        found_seg.append(seg[keep])
+        found_pos.append(pos[keep])
+        last = pos[first + counts - 1]
+        start[segs] = last + 1
+        segs = segs[last < n[segs] - 1]
+    if not found_seg:
+        return n.new_zeros(0), n.new_zeros(0)
+    return torch.cat(found_seg), torch.cat(found_pos)
 
 
-def _scores_of(q, k, indices, scale):
-    """``q_i . k_j * scale`` for ``indices (..., n_q, m)``."""
-    keys = _gather_rows(k, indices.clamp(min=0))
-    return (keys * q.unsqueeze(-2)).sum(-1) * scale
-
-
-def _tail(q, k, v, scores, idx, causal, scale, n_samples, generator):
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    n_tail = _n_tail(scores, _visible(n_q, n_k, causal, q.device))
+def _tail(q, scores, idx, k, v, visible, scale, n_samples, generator, exclude):
+    n_k = k.shape[-2]
+    n_tail = _n_tail(scores, visible)
     u = _rand((*scores.shape[:-1], n_samples), generator, q.device)
     positions = (u * n_tail.unsqueeze(-1)).long()  # iid uniform over the tail
-    tail = _complement(idx, scores, positions)
-    valid = (n_tail > 0).unsqueeze(-1).expand_as(tail)
-    tail_scores = torch.where(valid, _scores_of(q, k, tail.clamp(max=n_k - 1), scale),
-                              -torch.inf)
+    tail = _complement(idx, scores, positions).clamp(max=n_k - 1)
+    hidden = (n_tail == 0).unsqueeze(-1) | _hidden(tail, exclude)
+    tail_scores = _scores_of(q, k, tail, scale).masked_fill(hidden, -torch.inf)
     shift = scores[..., :1]  # the top score: exp never overflows
     top_w = torch.exp(scores - shift)
     tail_w = torch.exp(tail_scores - shift) * (n_tail.to(q.dtype) / n_samples).unsqueeze(-1)
-    num = (top_w.unsqueeze(-1) * _gather_rows(v, idx)).sum(-2) + (
-        tail_w.unsqueeze(-1) * _gather_rows(v, tail.clamp(max=n_k - 1))).sum(-2)
+    num = (top_w.unsqueeze(-2) @ _gather_rows(v, idx)).squeeze(-2) + (
+        tail_w.unsqueeze(-2) @ _gather_rows(v, tail)).squeeze(-2)
     den = top_w.sum(-1, keepdim=True) + tail_w.sum(-1, keepdim=True)
     return num / den
 
 
-def _gumbel(q, k, v, scores, idx, causal, scale, n_samples, n_groups, generator):
-    """Lazy Gumbel sampling: each draw is exact from the full softmax. Runs over blocks of
-    queries so that no buffer exceeds a tile."""
-    winners = _draws(q, k, scores, idx, causal, scale, n_samples, generator)
-    values = _gather_rows(v, winners)  # (..., n_q, n_samples, d_v)
-    if n_groups <= 1:
-        return values.mean(-2)
-    groups = values.reshape(*values.shape[:-2], n_groups, -1, values.shape[-1]).mean(-2)
-    return groups.median(-2).values
+def _gumbel(q, scores, idx, k, v, visible, scale, n_samples, n_groups, generator, exclude):
+    """Lazy Gumbel sampling: each draw is exact from the full softmax; the draws' average,
+    Rao-Blackwellized over the top set (:func:`rao_blackwell`), or the median of
+    ``n_groups`` such averages."""
+    winners = _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator,
+                              exclude)
+    groups = [(w.unsqueeze(-2) @ _gather_rows(v, j)).squeeze(-2)
+              for j, w in (rao_blackwell(scores, idx, part)
+                           for part in winners.chunk(max(1, n_groups), -1))]
+    if len(groups) == 1:
+        return groups[0]
+    return torch.stack(groups, -2).median(-2).values
 
 
-def _draws(q, k, scores, idx, causal, scale, n_samples, generator):
-    """:func:`_gumbel_winners` over blocks of queries, (..., n_q, n_samples)."""
-    visible = _visible(q.shape[-2], k.shape[-2], causal, q.device)
-    rows = max(1, _TILE // (n_samples * max(1, idx.shape[-1]) * 4))
-    return torch.cat([_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
-                                      visible[sl], scale, n_samples, generator)
-                      for sl in (slice(a, a + rows) for a in range(0, q.shape[-2], rows))],
-                     -2)
+def rao_blackwell(scores, idx, draws):
+    """Weights of an unbiased estimate of each query's softmax row from exact draws.
+
+    ``scores, idx (..., n_q, k)`` are the top set, ``draws (..., n_q, S)`` draws of
+    ``P_i``. A draw outside the top set puts ``1 / S`` on its key. Given that a draw lands
+    in the top set, it lands on ``j`` with the top-k softmax ``w_ij``, so the ``m_i``
+    draws that do are replaced by their conditional expectation ``(m_i / S) w_ij``: still
+    unbiased for ``P_ij``, never of larger variance, and exact once the top-k hold the
+    mass. Returns keys and weights, (..., n_q, k + S) each (``o_i = sum_j W_ij v_j``).
+    """
+    w = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    in_top = (draws.unsqueeze(-1) == idx.unsqueeze(-2)).any(-1)  # (..., n_q, S)
+    n_samples = draws.shape[-1]
+    top_mass = in_top.sum(-1, keepdim=True).to(w.dtype) / n_samples
+    walks = (~in_top).to(w.dtype) / n_samples
+    return torch.cat([idx, draws], -1), torch.cat([top_mass * w, walks], -1)
 
 
-def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator):
-    """The index drawn by each of ``n_samples`` lazy Gumbel-max draws, (..., n_q, S)."""
+def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator, exclude=None):
+    """The index drawn by each of ``n_samples`` lazy Gumbel-max draws, (..., n_q, S).
+
+    Every key gets an independent Gumbel; the max over the top set is drawn directly, and
+    a tail key (score at most the smallest top score) can beat it only if its Gumbel
+    exceeds ``bound``, independently with probability ``p = P(G > bound)``: those keys
+    are the successes of a Bernoulli process over the tail (geometric gaps, so the work
+    is the expected ``n_tail p`` candidates, not ``n_tail``), each scored with a Gumbel
+    conditioned on exceeding ``bound``. An excluded key drawn this way never wins, which
+    leaves the max over the other keys exact."""
     n_k, kk = k.shape[-2], idx.shape[-1]
     lead = scores.shape[:-1]
-    e = torch.empty((*lead, n_samples, kk), dtype=torch.float64,
-                    device=generator.device if generator is not None else q.device)
+    # the max over the top set: its arg-max follows the top-k softmax and its value is a
+    # Gumbel located at their logsumexp, independently (the Gumbel-max property)
+    gen_device = generator.device if generator is not None else q.device
+    w = torch.softmax(scores, -1).nan_to_num(1.0 / kk).reshape(-1, kk)
+    arg_top = torch.multinomial(w.to(gen_device), n_samples, replacement=True,
+                                generator=generator).to(q.device).reshape(*lead, n_samples)
+    e = torch.empty((*lead, n_samples), dtype=torch.float64, device=gen_device)
     e.exponential_(generator=generator)
-    g_top = scores.unsqueeze(-2) + (-e.clamp_(min=1e-300).log_()).to(q.device, q.dtype)
-    best_top, arg_top = g_top.max(-1)  # (..., n_q, S)
+    best_top = (torch.logsumexp(scores, -1, keepdim=True)
+                - e.clamp_(min=1e-300).log_().to(q.device, q.dtype))  # (..., n_q, S)
     winner = torch.gather(idx, -1, arg_top)
     finite = torch.isfinite(scores)
     s_min = torch.where(finite, scores, torch.inf).amin(-1, keepdim=True)
     bound = (best_top - s_min).to(torch.float64)  # a tail key can win only if G > bound
-    n_tail = _n_tail(scores, visible).unsqueeze(-1).expand_as(bound)
     p_tail = -torch.expm1(-torch.exp(-bound))  # P(G > bound)
-    m = torch.binomial(n_tail.to(torch.float64).contiguous(), p_tail.contiguous(),
-                       generator=generator).long()
-    if not m.numel() or int(m.max()) == 0:
+    n_tail = _n_tail(scores, visible).unsqueeze(-1).expand_as(bound)
+    # the tail keys whose Gumbel passes the bound: a Bernoulli process over each draw's
+    # tail, as flat (draw, position) pairs; only these few keys are scored
+    draw, pos = _bernoulli_positions(n_tail.reshape(-1), p_tail.reshape(-1), generator)
+    if not draw.numel():
         return winner
-    # the tail keys whose Gumbel exceeds the bound: a uniform m-subset of the tail, each
-    # with a Gumbel conditioned on G > bound (inverse CDF); by sub-blocks of queries
-    width = int(m.max())
-    sub = max(1, _TILE // (n_samples * width * max(1, q.shape[-1])))
-    for start in range(0, q.shape[-2], sub):
-        sl = slice(start, start + sub)
-        positions = _distinct_positions(n_tail[..., sl, :], m[..., sl, :], generator)
-        if positions.shape[-1] == 0:
-            continue
-        use = positions >= 0
-        part = lead[:-1] + (positions.shape[-3],)
-        flat = positions.clamp(min=0).reshape(*part, -1)
-        cand = _complement(idx[..., sl, :], scores[..., sl, :], flat)
-        cand = cand.reshape(positions.shape).clamp(max=n_k - 1)
-        low = torch.exp(-torch.exp(-bound[..., sl, :])).unsqueeze(-1)
-        u = low + (1 - low) * _rand(positions.shape, generator, q.device)
-        g = (-torch.log(-torch.log(u.clamp(max=1 - 1e-16)))).to(q.dtype)
-        cs = _scores_of(q[..., sl, :], k, cand.reshape(*part, -1), scale).reshape(cand.shape)
-        total = torch.where(use, cs + g, -torch.inf)
-        best_tail, arg_tail = total.max(-1)
-        tail_winner = torch.gather(cand, -1, arg_tail.unsqueeze(-1)).squeeze(-1)
-        winner[..., sl, :] = torch.where(best_tail > best_top[..., sl, :], tail_winner,
-                                         winner[..., sl, :])
-    return winner
+    query = draw // n_samples  # flat over (batch, n_q)
+    n_q = q.shape[-2]
+    width = n_k + kk + 1  # rows of u made disjoint for one global searchsorted
+    u = _members_gaps(idx, scores, n_k).reshape(-1, kk)
+    u = u + torch.arange(len(u), device=u.device).unsqueeze(-1) * width
+    cand = pos + torch.searchsorted(u.reshape(-1), pos + query * width, right=True) - query * kk
+    batch = query // n_q
+    d = q.shape[-1]
+    qs = q.expand(*lead, d).reshape(-1, d)
+    ks = k.expand(*lead[:-1], n_k, d).reshape(-1, d)
+    cs = (qs[query] * ks[batch * n_k + cand]).sum(-1) * scale
+    if exclude is not None:
+        ex = exclude.expand(lead).reshape(-1)
+        cs = cs.masked_fill(cand == ex[query], -torch.inf)
+    low = torch.exp(-torch.exp(-bound.reshape(-1)[draw]))  # Gumbel given G > bound
+    g = low + (1 - low) * _rand(draw.shape, generator, q.device)
+    total = cs + (-torch.log(-torch.log(g.clamp(max=1 - 1e-16)))).to(q.dtype)
+    best_tail = total.new_full((bound.numel(),), -torch.inf)
+    best_tail.scatter_reduce_(0, draw, total, "amax")
+    top = total == best_tail[draw]
+    tail_winner = torch.zeros_like(winner.reshape(-1)).scatter_(0, draw[top], cand[top])
+    wins = best_tail > best_top.reshape(-1)
+    return torch.where(wins, tail_winner, winner.reshape(-1)).reshape(winner.shape)
 
 
-def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, generator=None):
-    """``n_samples`` exact draws ``j ~ P_i`` per query by lazy Gumbel sampling,
-    shape (..., n_q, n_samples)."""
+def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, generator=None,
+                exclude=None, lazy=None):
+    """``n_samples`` exact draws ``j ~ P_i`` per query, shape (..., n_q, n_samples).
+
+    ``lazy=True``: lazy Gumbel sampling from the top ``n_neighbors`` keys (cost per draw
+    ``O(n_neighbors)`` plus the few tail keys that can win). ``lazy=False``: one pass of the
+    full softmax per query and ``torch.multinomial`` (cost ``O(n_keys)`` per query).
+    ``None`` picks lazy sampling when the keys outnumber ``4 n_samples n_neighbors``. Both
+    are exact."""
     s = _scale(q, scale)
-    scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=s)
-    return _draws(q, k, scores, idx, causal, s, n_samples, generator)
+    n_k = k.shape[-2]
+    if lazy is None:
+        lazy = n_k > 4 * n_samples * min(n_neighbors, n_k)
+    if not lazy:
+        return _multinomial_keys(q, k, n_samples, causal, s, generator, exclude)
+    scores, idx = topk_keys(q, k, n_neighbors, causal=causal, scale=s, exclude=exclude)
+    return _lazy_draws(q, k, scores, idx, causal, s, n_samples, generator, exclude)
 
 
-class KNNAttention(torch.autograd.Function):
-    """kNN attention with a choice of forward/backward pair.
-
-    With ``ds_ij = P_ij (dO_i . v_j - dO_i . o_i)``:
-
-    * ``"topk"``: forward is the renormalized softmax over each query's top-k keys, and
-      backward its exact gradient (``P`` restricted to the top-k).
-    * ``"sampled"``: forward is the lazy-Gumbel estimate (the mean of ``n_samples`` exact
-      draws ``j ~ P_i``), and backward estimates the gradient of *full* softmax attention
-      from fresh draws (independent of the forward's, so that ``dO``, computed from the
-      forward estimate, and the walks multiply to an unbiased product). ``dV = P^T dO``
-      and ``dK_j = scale sum_i P_ij (dO_i . v_j - dO_i . o_i) q_i`` are both ``P^T``-type
-      products, estimated by one-step random walks ``i -> j ~ P_i`` (exact lazy-Gumbel
-      draws, ``n_samples`` per query): each walk adds ``dO_i / S`` to ``dV_j`` and
-      ``scale (dO_i . v_j - dO_i . o_i) q_i / S`` to ``dK_j`` (unbiased, variance
-      ``O(1 / S)``). ``dQ_i = scale (E_{P_i}[k_j (dO_i . v_j)] - E_{P_i}[k_j] dO_i . o_i)``
-      takes both expectations over the same draws (the author took them over the top-k,
-      which is biased when the top-k miss mass), and ``dO_i . o_i`` is estimated from the
-      draws too (bias ``O(1 / S)`` from the product of means). The paper's walks start from
-      a distribution proportional to a shifted column of ``dO``; these start from every
-      query, which needs no shift and serves every column at once.
-
-    ``dK`` was not in the author's code; the formula above is the derivative of
-    ``o_i = sum_j softmax_j(scale q_i . k_j) v_j`` with respect to ``k_j``.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator):
-        ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
-        ctx.n_neighbors, ctx.generator = n_neighbors, generator
-        if backward == "sampled":  # the lazy-Gumbel estimate
-            j = sample_keys(q, k, n_neighbors, n_samples, scale=scale, generator=generator)
-            ctx.save_for_backward(q, k, v)
-            return _gather_rows(v, j).mean(-2)
-        scores, idx = topk_keys(q, k, n_neighbors, scale=scale)
-        w = torch.softmax(scores, dim=-1)
-        out = (w.unsqueeze(-1) * _gather_rows(v, idx)).sum(-2)
-        ctx.save_for_backward(q, k, v, idx, w, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, d_out):
-        s, n_k = ctx.scale, ctx.saved_tensors[1].shape[-2]
-        if ctx.mode == "topk":
-            q, k, v, idx, w, out = ctx.saved_tensors
-            c = (d_out * out).sum(-1, keepdim=True)  # dO_i . o_i
-            vt, kt = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, kk, .)
-            ds = w * ((vt * d_out.unsqueeze(-2)).sum(-1) - c)
-            dq = s * (ds.unsqueeze(-1) * kt).sum(-2)
-            flat = idx.reshape(*idx.shape[:-2], -1)
-            dk = _scatter_rows(n_k, flat, s * ds.unsqueeze(-1) * q.unsqueeze(-2))
-            dv = _scatter_rows(n_k, flat, w.unsqueeze(-1) * d_out.unsqueeze(-2))
-            return dq, dk, dv, None, None, None, None, None
-        q, k, v = ctx.saved_tensors
-        S = ctx.n_samples
-        # fresh draws: independent of the forward's, so that dO (from the forward estimate)
-        # and the walks are independent and the product is unbiased
-        j = sample_keys(q, k, ctx.n_neighbors, S, scale=s, generator=ctx.generator)
-        vj, kj = _gather_rows(v, j), _gather_rows(k, j)  # (..., n_q, S, .)
-        dpj = (vj * d_out.unsqueeze(-2)).sum(-1, keepdim=True)  # dO_i . v_j per walk
-        c_hat = dpj.mean(-2, keepdim=True)  # dO_i . o_i of the full softmax, estimated
-        dq = s * ((kj * dpj).mean(-2) - kj.mean(-2) * c_hat.squeeze(-2))
-        walk_dv = d_out.unsqueeze(-2).expand_as(vj) / S
-        walk_dk = (dpj - c_hat) * (s / S) * q.unsqueeze(-2)
-        flat = j.reshape(*j.shape[:-2], -1)
-        return (dq, _scatter_rows(n_k, flat, walk_dk), _scatter_rows(n_k, flat, walk_dv),
-                None, None, None, None, None)
+def _lazy_draws(q, k, scores, idx, causal, scale, n_samples, generator, exclude=None):
+    """Lazy Gumbel draws (..., n_q, n_samples) from each query's top set ``scores, idx``,
+    by blocks of queries."""
+    n_q = q.shape[-2]
+    visible = _visible(n_q, k.shape[-2], causal, q.device)
+    rows = max(1, _TILE // (8 * n_samples * max(1, idx.shape[-1])))
+    return torch.cat([_gumbel_winners(q[..., sl, :], k, scores[..., sl, :], idx[..., sl, :],
+                                      visible[sl], scale, n_samples, generator,
+                                      None if exclude is None else exclude[..., sl])
+                      for sl in _blocks(n_q, rows)], -2)
 
 
-def _scatter_rows(n_rows, flat_index, values):
-    """Sum ``values (..., n_q, m, c)`` into rows ``flat_index (..., n_q * m)`` of a
-    ``(..., n_rows, c)`` tensor."""
-    lead = flat_index.shape[:-1]
-    vals = values.reshape(*lead, -1, values.shape[-1])
-    out = vals.new_zeros(*lead, n_rows, values.shape[-1])
-    return out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
-
-
-def knn_attention_grad(q, k, v, n_neighbors, *, backward="sampled", scale=None, n_samples=64,
-                       generator=None):
-    """kNN attention, differentiable in ``q``, ``k`` and ``v``: ``"topk"`` (truncated, exact
-    gradient) or ``"sampled"`` (lazy Gumbel, random-walk gradients); see
-    :class:`KNNAttention`."""
-    return KNNAttention.apply(q, k, v, n_neighbors, _scale(q, scale), backward, n_samples,
-                              generator)
+def _multinomial_keys(q, k, n_samples, causal, scale, generator, exclude):
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    positions = _positions(n_q, n_k, q.device) if causal else None
+    cols = torch.arange(n_k, device=q.device)
+    draws = []
+    for sl in _blocks(n_q, max(1, _TILE // (n_k * _batch(q, k)))):
+        tile = torch.matmul(q[..., sl, :] * scale, k.transpose(-1, -2))
+        hidden = torch.zeros(tile.shape[-2:], dtype=torch.bool, device=q.device)
+        if positions is not None:
+            hidden = cols > positions[sl].unsqueeze(-1)
+        if exclude is not None:
+            hidden = hidden | (cols == exclude[..., sl].unsqueeze(-1))
+        p = torch.softmax(tile.masked_fill(hidden, -torch.inf), -1)
+        gen_device = generator.device if generator is not None else q.device
+        flat = p.reshape(-1, n_k).to(gen_device)
+        j = torch.multinomial(flat, n_samples, replacement=True, generator=generator)
+        draws.append(j.reshape(*p.shape[:-1], n_samples).to(q.device))
+    return torch.cat(draws, -2)

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..attention import knn_attention
+from ..attention import knn_attention, knn_attention_grad
 from ..utils import make_generator, resolve_device, to_numpy, to_tensor
 
 
@@ -30,8 +30,9 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     attention, evaluated as dot-product attention on augmented tokens), with ``P`` a
     learned linear projection of the standardized features. ``fit`` learns ``P`` by
     minimizing the leave-one-out squared error of that prediction on the training set
-    (Adam, exact gradients through the top-k attention), which is how the key/query
-    projection of an attention layer is trained.
+    (Adam), which is how the key/query projection of an attention layer is trained: with
+    exact gradients through the top-k attention, or with the sampled (random-walk)
+    gradients of full softmax attention (``gradient="sampled"``).
 
     Parameters
     ----------
@@ -41,7 +42,13 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         Softmax temperature on squared distances in the projected (standardized) space.
     estimator : {"truncated", "tail", "gumbel"}, default="truncated"
         How ``predict`` estimates the attention output from the top-k keys (see
-        :func:`sktransformer.attention.knn_attention`); ``fit`` uses ``"truncated"``.
+        :func:`sktransformer.attention.knn_attention`).
+    gradient : {"exact", "sampled"}, default="exact"
+        ``"exact"``: the leave-one-out loss of the truncated (top-k) prediction and its
+        exact gradient. ``"sampled"``: the loss of the full softmax prediction, estimated
+        from ``n_samples`` lazy-Gumbel draws per query, and the random-walk estimates of
+        its gradient (:class:`sktransformer.attention.KNNAttention`): unbiased, noisier,
+        and it never forms the top-k gradient tensors.
     n_components : int or None, default=None
         Dimension of the projection; ``None`` keeps ``n_features``.
     max_iter : int, default=100
@@ -50,7 +57,8 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     batch_size : int or None, default=256
         Training queries per step (a fresh minibatch each step); ``None``: all.
     n_samples : int, default=32
-        Samples per query of the ``"tail"`` and ``"gumbel"`` estimators.
+        Samples per query of the ``"tail"`` and ``"gumbel"`` estimators, and draws per
+        query of ``gradient="sampled"``.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` (initial projection, minibatches, sampling).
@@ -60,7 +68,8 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     ----------
     projection_ : ndarray of shape (n_features_in_, n_components)
     loss_curve_ : list of float
-        Leave-one-out mean squared error (standardized targets) per step.
+        Leave-one-out mean squared error (standardized targets) of each step's minibatch;
+        with ``gradient="sampled"``, its Monte Carlo estimate.
     n_iter_ : int
         Optimizer steps run.
     n_features_in_ : int
@@ -80,6 +89,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "estimator": [StrOptions({"truncated", "tail", "gumbel"})],
+        "gradient": [StrOptions({"exact", "sampled"})],
         "n_components": [None, Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -91,11 +101,12 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     }
 
     def __init__(self, n_neighbors=32, *, temperature=4.0, estimator="truncated",
-                 n_components=None, max_iter=100, learning_rate=0.01, batch_size=256,
-                 n_samples=32, device="auto", random_state=None, verbose=0):
+                 gradient="exact", n_components=None, max_iter=100, learning_rate=0.01,
+                 batch_size=256, n_samples=32, device="auto", random_state=None, verbose=0):
         self.n_neighbors = n_neighbors
         self.temperature = temperature
         self.estimator = estimator
+        self.gradient = gradient
         self.n_components = n_components
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -152,6 +163,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         optimizer = torch.optim.Adam([P], lr=self.learning_rate)
         n = len(X)
         k = min(self.n_neighbors, n - 1)
+        backward = "topk" if self.gradient == "exact" else "sampled"
         self.loss_curve_ = []
         for _ in range(self.max_iter):
             rows = torch.arange(n, device=device)
@@ -159,16 +171,11 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
                 rows = torch.randperm(n, generator=generator,
                                       device=generator.device)[:self.batch_size].to(device)
             Z = Xs @ P
-            # leave one out: each query's own key is pushed to the bottom of its scores
-            keys = _augment(Z, "key")
-            queries = _augment(Z[rows], "query")
-            scores = queries @ keys.T / self.temperature
-            scores = scores.index_put((torch.arange(len(rows), device=device), rows),
-                                      torch.tensor(-torch.inf, dtype=scores.dtype,
-                                                   device=device))
-            top = torch.topk(scores, k, dim=-1)
-            w = torch.softmax(top.values, dim=-1)
-            pred = (w.unsqueeze(-1) * Ys[top.indices]).sum(-2)
+            # leave one out: query i never sees its own key
+            pred = knn_attention_grad(_augment(Z[rows], "query"), _augment(Z, "key"), Ys, k,
+                                      backward=backward, scale=1.0 / self.temperature,
+                                      n_samples=self.n_samples, generator=generator,
+                                      exclude=rows)
             loss = (pred - Ys[rows]).square().mean()
             optimizer.zero_grad()
             loss.backward()

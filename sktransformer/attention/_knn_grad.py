@@ -1,0 +1,103 @@
+"""Gradients of kNN attention: exact through the top-k, or random-walk estimates of the
+gradients of full softmax attention (Haris, "kNN Attention Demystified", section 4)."""
+
+import torch
+
+from ._knn import _gather_rows, _lazy_draws, _scale, rao_blackwell, topk_keys
+
+BACKWARDS = ("topk", "sampled")
+_NONE = (None,) * 6  # no gradient for the non-tensor arguments
+
+
+class KNNAttention(torch.autograd.Function):
+    """kNN attention with a choice of forward/backward pair.
+
+    Both write the attention row of query ``i`` as weights ``W_ij`` on a few keys ``j``
+    (``o_i = sum_j W_ij v_j``) and back-propagate through them with
+    ``ds_ij = W_ij (dO_i . v_j - c_i)``, ``c_i = sum_j W_ij dO_i . v_j``:
+    ``dQ_i = scale sum_j ds_ij k_j``, ``dK_j = scale sum_i ds_ij q_i``,
+    ``dV_j = sum_i W_ij dO_i``.
+
+    * ``"topk"``: ``W_i`` is the softmax renormalized over the top-k keys, so the forward
+      is the truncated estimator and the backward its exact gradient.
+    * ``"sampled"``: ``W_i`` is an unbiased estimate of the full softmax row ``P_i`` from
+      ``n_samples`` exact lazy-Gumbel draws ``j ~ P_i``: one-step random walks from every
+      query. Each walk that ends outside the top-k adds ``1 / S`` to ``W_ij``; the walks
+      that end inside it are Rao-Blackwellized: given that a draw lands in the top-k, it
+      lands on ``j`` with the renormalized top-k softmax ``w_ij``, so their count ``m_i``
+      gives ``W_ij = (m_i / S) w_ij`` there. That is unbiased too, and exact once the top-k
+      hold the mass. The backward takes fresh draws, independent of the forward's, so
+      that ``dO`` (computed from the forward estimate) and ``W`` multiply to an unbiased
+      product: ``dV = W^T dO`` and the linear parts of ``dK`` and ``dQ`` are unbiased, and
+      ``c_i`` taken from the same draws adds a bias ``O(1 / S)``. The paper's walks start
+      from a distribution proportional to a shifted column of ``dO``; these start from
+      every query, which needs no shift and serves every column at once; and the author's
+      ``dQ`` took its expectations over the top-k alone (biased when the top-k miss mass).
+
+    ``dK`` was not in the author's code; the formula above is the derivative of
+    ``o_i = sum_j softmax_j(scale q_i . k_j) v_j`` with respect to ``k_j``.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator, exclude):
+        ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
+        ctx.n_neighbors, ctx.generator, ctx.exclude = n_neighbors, generator, exclude
+        idx, w = _row_weights(q, k, n_neighbors, scale, backward, n_samples, generator,
+                              exclude)
+        if backward == "topk":  # the backward reuses the forward's rows
+            ctx.save_for_backward(q, k, v, idx, w)
+        else:  # fresh draws in the backward
+            ctx.save_for_backward(q, k, v)
+        return (w.unsqueeze(-2) @ _gather_rows(v, idx)).squeeze(-2)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        if ctx.mode == "topk":
+            q, k, v, idx, w = ctx.saved_tensors
+        else:
+            q, k, v = ctx.saved_tensors
+            idx, w = _row_weights(q, k, ctx.n_neighbors, ctx.scale, "sampled", ctx.n_samples,
+                                  ctx.generator, ctx.exclude)
+        s, n_k = ctx.scale, k.shape[-2]
+        vj, kj = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, m, .)
+        dp = (vj * d_out.unsqueeze(-2)).sum(-1)  # dO_i . v_j
+        c = (w * dp).sum(-1, keepdim=True)  # dO_i . o_i
+        ds = w * (dp - c)
+        dq = s * (ds.unsqueeze(-1) * kj).sum(-2)
+        flat = idx.reshape(*idx.shape[:-2], -1)
+        dk = _scatter_rows(n_k, flat, s * ds.unsqueeze(-1) * q.unsqueeze(-2))
+        dv = _scatter_rows(n_k, flat, w.unsqueeze(-1) * d_out.unsqueeze(-2))
+        return dq, dk, dv, *_NONE
+
+
+def _row_weights(q, k, n_neighbors, scale, mode, n_samples, generator, exclude):
+    """Keys and weights of each query's attention row, (..., n_q, m) each: the top-k
+    softmax (``"topk"``), or the Rao-Blackwellized estimate of the full softmax row from
+    ``n_samples`` draws (``"sampled"``, ``m = k + n_samples``)."""
+    scores, idx = topk_keys(q, k, n_neighbors, scale=scale, exclude=exclude)
+    if mode == "topk":
+        return idx, torch.softmax(scores, dim=-1)
+    with torch.no_grad():
+        draws = _lazy_draws(q, k, scores, idx, False, scale, n_samples, generator, exclude)
+    return rao_blackwell(scores, idx, draws)
+
+
+def _scatter_rows(n_rows, flat_index, values):
+    """Sum ``values (..., n_q, m, c)`` into rows ``flat_index (..., n_q * m)`` of a
+    ``(..., n_rows, c)`` tensor."""
+    lead = flat_index.shape[:-1]
+    vals = values.reshape(*lead, -1, values.shape[-1])
+    out = vals.new_zeros(*lead, n_rows, values.shape[-1])
+    return out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
+
+
+def knn_attention_grad(q, k, v, n_neighbors, *, backward="sampled", scale=None, n_samples=64,
+                       generator=None, exclude=None):
+    """kNN attention, differentiable in ``q``, ``k`` and ``v``: ``"topk"`` (truncated, exact
+    gradient) or ``"sampled"`` (Rao-Blackwellized lazy Gumbel, random-walk gradients of
+    full softmax attention); see :class:`KNNAttention`. ``exclude (n_q,)`` hides one key
+    from each query."""
+    if backward not in BACKWARDS:
+        raise ValueError(f"Unknown backward {backward!r}; choose one of {BACKWARDS}.")
+    return KNNAttention.apply(q, k, v, n_neighbors, _scale(q, scale), backward, n_samples,
+                              generator, exclude)
