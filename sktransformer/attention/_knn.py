@@ -26,6 +26,7 @@ import torch
 
 ESTIMATORS = ("truncated", "tail", "gumbel")
 _TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in float32
+_DENSE = 1.0  # lazy draws of a query switch to its full row past this many tail keys per key
 
 
 def _scale(q, scale):
@@ -356,34 +357,54 @@ def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator, exc
     bound = (best_top - s_min).to(torch.float64)  # a tail key can win only if G > bound
     p_tail = -torch.expm1(-torch.exp(-bound))  # P(G > bound)
     n_tail = _n_tail(scores, visible).unsqueeze(-1).expand_as(bound)
-    # the tail keys whose Gumbel passes the bound: a Bernoulli process over each draw's
-    # tail, as flat (draw, position) pairs; only these few keys are scored
-    draw, pos = _bernoulli_positions(n_tail.reshape(-1), p_tail.reshape(-1), generator)
-    if not draw.numel():
-        return winner
-    query = draw // n_samples  # flat over (batch, n_q)
-    n_q = q.shape[-2]
-    width = n_k + kk + 1  # rows of u made disjoint for one global searchsorted
-    u = _members_gaps(idx, scores, n_k).reshape(-1, kk)
-    u = u + torch.arange(len(u), device=u.device).unsqueeze(-1) * width
-    cand = pos + torch.searchsorted(u.reshape(-1), pos + query * width, right=True) - query * kk
-    batch = query // n_q
     d = q.shape[-1]
     qs = q.expand(*lead, d).reshape(-1, d)
     ks = k.expand(*lead[:-1], n_k, d).reshape(-1, d)
-    cs = (qs[query] * ks[batch * n_k + cand]).sum(-1) * scale
-    if exclude is not None:
-        ex = exclude.expand(lead).reshape(-1)
-        cs = cs.masked_fill(cand == ex[query], -torch.inf)
-    low = torch.exp(-torch.exp(-bound.reshape(-1)[draw]))  # Gumbel given G > bound
-    g = low + (1 - low) * _rand(draw.shape, generator, q.device)
-    total = cs + (-torch.log(-torch.log(g.clamp(max=1 - 1e-16)))).to(q.dtype)
-    best_tail = total.new_full((bound.numel(),), -torch.inf)
-    best_tail.scatter_reduce_(0, draw, total, "amax")
-    top = total == best_tail[draw]
-    tail_winner = torch.zeros_like(winner.reshape(-1)).scatter_(0, draw[top], cand[top])
-    wins = best_tail > best_top.reshape(-1)
-    return torch.where(wins, tail_winner, winner.reshape(-1)).reshape(winner.shape)
+    ex = None if exclude is None else exclude.expand(lead).reshape(-1)
+    winner = winner.reshape(-1, n_samples)
+    # a query whose draws would score more tail keys than it has keys (flat scores, small
+    # k) draws from its full softmax row instead: one pass over its keys, just as exact
+    dense = (n_tail * p_tail).sum(-1) > _DENSE * visible
+    dense = torch.nonzero(dense.reshape(-1)).squeeze(-1)
+    if dense.numel():
+        winner[dense] = _row_draws(qs, ks, dense, visible, ex, scale, n_samples, generator)
+        p_tail = p_tail.reshape(-1, n_samples).index_fill(0, dense, 0.0)
+    winner = winner.reshape(-1)
+    # the tail keys whose Gumbel passes the bound: a Bernoulli process over each draw's
+    # tail, as flat (draw, position) pairs, by runs of draws of a bounded expected number
+    # of candidates; only these keys are scored
+    n_tail, p_tail, bound = n_tail.reshape(-1), p_tail.reshape(-1), bound.reshape(-1)
+    expected = (n_tail * p_tail).cumsum(0) + torch.arange(1, len(bound) + 1, device=q.device)
+    budget = max(1024, _TILE // (8 * q.shape[-1]))
+    runs = torch.arange(1, math.ceil(float(expected[-1]) / budget), device=q.device)
+    cuts = torch.searchsorted(expected, runs.to(expected.dtype) * budget)
+    cuts = [0, *torch.unique(cuts).tolist(), len(bound)]
+    u = _members_gaps(idx, scores, n_k).reshape(-1, kk)
+    u = u + torch.arange(len(u), device=u.device).unsqueeze(-1) * (n_k + kk + 1)
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        if a == b:
+            continue
+        draw, pos = _bernoulli_positions(n_tail[a:b], p_tail[a:b], generator)
+        if not draw.numel():
+            continue
+        draw = draw + a
+        query = draw // n_samples  # flat over (batch, n_q)
+        # the pos-th non-top key: one searchsorted on the rows of u made disjoint
+        shift = query * (n_k + kk + 1)
+        cand = pos + torch.searchsorted(u.reshape(-1), pos + shift, right=True) - query * kk
+        cs = (qs[query] * ks[query // q.shape[-2] * n_k + cand]).sum(-1) * scale
+        if ex is not None:
+            cs = cs.masked_fill(cand == ex[query], -torch.inf)
+        low = torch.exp(-torch.exp(-bound[draw]))  # a Gumbel given G > bound
+        g = low + (1 - low) * _rand(draw.shape, generator, q.device)
+        total = cs + (-torch.log(-torch.log(g.clamp(max=1 - 1e-16)))).to(q.dtype)
+        best_tail = total.new_full((b - a,), -torch.inf)
+        best_tail.scatter_reduce_(0, draw - a, total, "amax")
+        top = total == best_tail[draw - a]
+        tail_winner = winner.new_zeros(b - a).scatter_(0, draw[top] - a, cand[top])
+        wins = best_tail > best_top.reshape(-1)[a:b]
+        winner[a:b] = torch.where(wins, tail_winner, winner[a:b])
+    return winner.reshape(*lead, n_samples)
 
 
 def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, generator=None,
@@ -418,20 +439,36 @@ def _lazy_draws(q, k, scores, idx, causal, scale, n_samples, generator, exclude=
 
 
 def _multinomial_keys(q, k, n_samples, causal, scale, generator, exclude):
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    positions = _positions(n_q, n_k, q.device) if causal else None
-    cols = torch.arange(n_k, device=q.device)
-    draws = []
-    for sl in _blocks(n_q, max(1, _TILE // (n_k * _batch(q, k)))):
-        tile = torch.matmul(q[..., sl, :] * scale, k.transpose(-1, -2))
-        hidden = torch.zeros(tile.shape[-2:], dtype=torch.bool, device=q.device)
-        if positions is not None:
-            hidden = cols > positions[sl].unsqueeze(-1)
-        if exclude is not None:
-            hidden = hidden | (cols == exclude[..., sl].unsqueeze(-1))
-        p = torch.softmax(tile.masked_fill(hidden, -torch.inf), -1)
-        gen_device = generator.device if generator is not None else q.device
-        flat = p.reshape(-1, n_k).to(gen_device)
-        j = torch.multinomial(flat, n_samples, replacement=True, generator=generator)
-        draws.append(j.reshape(*p.shape[:-1], n_samples).to(q.device))
-    return torch.cat(draws, -2)
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2],)
+    d, n_k = q.shape[-1], k.shape[-2]
+    qs, ks = q.expand(*lead, d).reshape(-1, d), k.expand(*lead[:-1], n_k, d).reshape(-1, d)
+    ex = None if exclude is None else exclude.expand(lead).reshape(-1)
+    visible = _visible(q.shape[-2], n_k, causal, q.device)
+    queries = torch.arange(len(qs), device=q.device)
+    draws = _row_draws(qs, ks, queries, visible, ex, scale, n_samples, generator)
+    return draws.reshape(*lead, n_samples)
+
+
+def _row_draws(qs, ks, queries, visible, exclude, scale, n_samples, generator):
+    """Draws from the full softmax rows of the flat ``queries`` (indices into ``qs``, flat
+    over (batch, n_q)), by ``torch.multinomial``: one pass over the keys per query.
+    ``ks`` is flat over (batch, n_k); ``visible (n_q,)`` keys per query position (causal);
+    ``exclude`` flat over the queries, or None."""
+    n_q = len(visible)
+    n_k = len(ks) * n_q // len(qs)
+    gen_device = generator.device if generator is not None else qs.device
+    out = queries.new_empty(len(queries), n_samples)
+    cols = torch.arange(n_k, device=qs.device)
+    batch = queries // n_q
+    for b in batch.unique().tolist():
+        sel = torch.nonzero(batch == b).squeeze(-1)
+        keys = ks[b * n_k:(b + 1) * n_k]
+        for sl in _blocks(len(sel), max(1, _TILE // n_k)):
+            f = queries[sel[sl]]
+            hidden = cols >= visible[f % n_q].unsqueeze(-1)
+            if exclude is not None:
+                hidden = hidden | (cols == exclude[f].unsqueeze(-1))
+            p = torch.softmax((qs[f] @ keys.T * scale).masked_fill(hidden, -torch.inf), -1)
+            out[sel[sl]] = torch.multinomial(p.to(gen_device), n_samples, replacement=True,
+                                             generator=generator).to(qs.device)
+    return out

@@ -252,13 +252,22 @@ def test_exclude_hides_one_key_from_each_query(estimator):
     assert float((out - exact).abs().max()) < tol
 
 
-@pytest.mark.parametrize("lazy", [True, False])
+@pytest.mark.parametrize("lazy, path", [(True, "tail"), (True, "tiny tiles"),
+                                         (True, "rows"), (False, "rows")])
 @pytest.mark.parametrize("causal", [False, True])
-def test_sampled_keys_follow_the_softmax(lazy, causal):
+def test_sampled_keys_follow_the_softmax(lazy, path, causal, monkeypatch):
     """Both samplers (lazy Gumbel from the top-k, multinomial over all keys) draw from the
     full softmax: the empirical frequencies of 20000 draws match P to Monte Carlo error,
-    and hidden keys (later ones, the excluded one) are never drawn."""
-    from sktransformer.attention import sample_keys
+    and hidden keys (later ones, the excluded one) are never drawn. The lazy sampler is
+    run on each of its paths: tail candidates (forced, though these draws would rather
+    take full rows), the same by blocks of 7 queries and runs of 156250 candidates, and
+    the full rows it switches to when they are cheaper."""
+    from sktransformer.attention import _knn, sample_keys
+
+    if path != "rows":
+        monkeypatch.setattr(_knn, "_DENSE", float("inf"))
+    if path == "tiny tiles":
+        monkeypatch.setattr(_knn, "_TILE", 5_000_000)
 
     q, k, _ = _qkv(n=40, d=4, heads=(1,), bound=1.5)
     exclude = torch.arange(40).roll(1)
