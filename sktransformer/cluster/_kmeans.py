@@ -3,13 +3,17 @@
 import os
 from numbers import Real
 
+import numpy as np
 import torch
+from sklearn.base import _fit_context
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..utils import to_numpy
-from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ..utils import chunk_rows, make_generator, resolve_device, to_numpy, to_tensor
+from . import _lloyd
+from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering, check_sample_weight
 from ._circuit import KMeansCircuit
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
 from ._updates import Mean
@@ -80,7 +84,11 @@ default="k-means++"
     inertia_ : float
         Sum of squared distances of the points to their closest center (weighted).
     n_iter_ : int
-        Layers run by the best initialization.
+        Layers run by the best initialization (:meth:`partial_fit`: batches seen).
+    counts_ : ndarray of shape (n_clusters,)
+        Only after :meth:`partial_fit`: the weight each center has averaged so far.
+    n_steps_ : int
+        Only after :meth:`partial_fit`: the number of batches seen.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -158,6 +166,91 @@ default="k-means++"
             return super()._run(points, sample_weight, centers, update, tol, runner)
         return run_learned(layer, points, centers, max_iter=self.max_iter, tol=tol,
                            verbose=self.verbose, runner=runner)
+
+    def fit(self, X, y=None, sample_weight=None):
+        # a fresh fit forgets the streaming state of earlier partial_fit calls
+        self.__dict__.pop("counts_", None)
+        self.__dict__.pop("n_steps_", None)
+        return super().fit(X, y, sample_weight)
+
+    fit.__doc__ = BaseCircuitClustering.fit.__doc__
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One mini-batch layer on X: the online k-means update.
+
+        The assignment block runs on the batch as in :meth:`fit`; in the center update each
+        center token also attends to itself, with the weight of every point it has averaged
+        so far (``counts_``): ``c <- (counts c + sum_members w x) / (counts + sum w)``, the
+        update of scikit-learn's ``MiniBatchKMeans`` (without its random reassignment of
+        small clusters). Soft k-means weights the members by their soft assignments. The
+        first call initializes the centers from its batch as :meth:`fit` would (or
+        continues from a fitted model). For streaming data, e.g. with dask-ml's
+        ``Incremental``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch; the first one needs at least ``n_clusters`` rows.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : object
+        """
+        first = not hasattr(self, "cluster_centers_")
+        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
+                          accept_sparse=False, reset=first)
+        if self.weights is not None:
+            raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
+                             f"{self.weights!r}) are applied by fit only.")
+        sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
+        device = resolve_device(self.device)
+        with torch.inference_mode():
+            if first:
+                if X.shape[0] < self.n_clusters:
+                    raise ValueError(f"The first batch has n_samples={X.shape[0]}; it should "
+                                     f"be >= n_clusters={self.n_clusters}.")
+                init = self._check_init(X, check_random_state(self.random_state))
+                generator = make_generator(self.random_state, device=device)
+                points = self._tokens(X, device, X.mean(0, dtype=X.dtype))
+                wt = None if sample_weight is None else to_tensor(sample_weight, device)
+                centers, _ = self._initialize(points, init, generator, wt)
+                self.cluster_centers_ = to_numpy(centers + points.shift)
+            if not hasattr(self, "counts_"):  # a first batch, or after fit: its cluster sizes
+                self.counts_ = (np.zeros(self.n_clusters, dtype=X.dtype) if first else
+                                np.bincount(self.labels_[self.labels_ >= 0],
+                                            minlength=self.n_clusters).astype(X.dtype))
+                self.n_steps_ = 0
+            centers = to_tensor(self.cluster_centers_.astype(X.dtype), device)
+            points = self._tokens(X, device, self.cluster_centers_.mean(0).astype(X.dtype))
+            wt = None if sample_weight is None else to_tensor(sample_weight, device)
+            centers = centers - points.shift
+            labels = torch.empty(points.n, dtype=torch.long, device=device)
+            min_dist = points.X.new_empty(points.n)
+            sums, weight = _lloyd.layer(points, wt, centers, labels=labels, min_dist=min_dist,
+                                        temperature=self.temperature)
+            counts = to_tensor(self.counts_.astype(X.dtype), device)
+            total = counts + weight
+            moved = (counts.unsqueeze(1) * centers + sums) / total.clamp(min=1e-300).unsqueeze(1)
+            centers = torch.where((total > 0).unsqueeze(1), moved, centers)
+            self.cluster_centers_ = to_numpy(centers + points.shift)
+            self.counts_ = to_numpy(total)
+            labels, min_dist = _lloyd.assign(points, centers)
+            self.labels_ = to_numpy(labels).astype(np.int32)
+            cost = min_dist if wt is None else min_dist * wt
+            self.inertia_ = float(cost.sum())
+        self.n_steps_ += 1
+        self.n_iter_ = self.n_steps_
+        self._n_features_out = self.n_clusters
+        return self
+
+    def _tokens(self, X, device, shift):
+        Xt = to_tensor(X, device)
+        rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
+        return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
+                                  shift=to_tensor(shift, device))
 
     def _is_soft(self):
         return self.temperature is not None
