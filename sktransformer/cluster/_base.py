@@ -26,6 +26,8 @@ from ..utils import (
     ChunkRunner,
     chunk_rows,
     iter_chunks,
+    logger,
+    logs_verbosely,
     make_generator,
     resolve_device,
     to_numpy,
@@ -176,6 +178,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _preprocess_centers(self, centers, points):
         return centers
 
+    @logs_verbosely
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Run the circuit on X.
@@ -223,8 +226,8 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                     init = self._check_init(X, random_state)
                 centers, indices = self._initialize(points, init, generator, wt)
                 update = self._make_update(X.shape[1], indices, generator)
-                if self.verbose:
-                    print("Initialization complete")
+                if self.verbose > 1:
+                    logger.info("Initialization complete")
                 with ChunkRunner.for_device(device, n_samples, rows) as runner:
                     result = self._run(points, wt, centers, update, self._tol(mean_var),
                                        runner, layer)

@@ -15,6 +15,8 @@ import os
 
 import torch
 
+from ..utils import logger
+
 BLOCKS = ("assign", "reset_points", "update", "reset_centers")
 FORMAT = "sktransformer.LearnedKMeansLayer"
 VERSION = 1
@@ -241,8 +243,8 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
         new = layer.step(Xs, cs)
         center_shift = float(((new - cs) * span32).square().sum())
         cs = new
-        if verbose:
-            print(f"Iteration {i}, center shift {center_shift}.")
+        if verbose > 1:
+            logger.info(f"Iteration {i}, center shift {center_shift}.")
         if center_shift <= tol:
             break
     centers = cs[0].to(X.dtype) * span + low - shift

@@ -19,7 +19,7 @@ All functions take valid tensors (no input validation) and return tensors.
 
 import torch
 
-from ..utils import ChunkRunner, iter_chunks
+from ..utils import ChunkRunner, iter_chunks, logger, progress
 
 
 class PointTokens:
@@ -319,30 +319,33 @@ def run_layers(points, sample_weight, centers, *, update, max_iter, tol, verbose
     labels_old = torch.full_like(labels, -2)
     min_dist = points.X.new_empty(points.n)
     strict = False
+    bar = progress(max_iter, verbose, "layers")
     for i in range(max_iter):
         sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
                              temperature=update.temperature, accumulate=update.accumulate,
                              runner=runner)
         new_centers, marked, objective = update(points, sample_weight, centers, labels,
                                                 min_dist, sums, weight, runner=runner)
-        if verbose:
-            print(f"Iteration {i}, inertia {objective}.")
+        bar.update(1)
+        if verbose > 1:
+            logger.info(f"Iteration {i}, inertia {objective}.")
         shift_tot = float((new_centers - centers).square().sum())
         centers = new_centers
         if update.strict and torch.equal(marked, labels_old):
             strict = True
             if verbose:
-                print(f"Converged at iteration {i}: strict convergence.")
+                logger.info(f"Converged at iteration {i}: strict convergence.")
             break
         if shift_tot <= tol:
             if verbose:
-                print(f"Converged at iteration {i}: center shift {shift_tot} "
-                      f"within tolerance {tol}.")
+                logger.info(f"Converged at iteration {i}: center shift {shift_tot} "
+                            f"within tolerance {tol}.")
             break
         if marked is labels:
             labels, labels_old = labels_old, labels
         else:
             labels_old = marked
+    bar.close()
     if not strict:
         labels, min_dist = assign(points, centers, runner=runner)
     centers, labels, inertia = update.finalize(points, sample_weight, centers, labels,

@@ -4,6 +4,8 @@ import math
 
 import torch
 
+from ..utils import logger
+
 
 def project_to_ball(W, radius):
     """Rows scaled back onto the ball ``||w|| <= radius`` (the compact domain Theta)."""
@@ -73,6 +75,6 @@ def langevin(energy, W, *, n_samples, n_iter, step_size, beta=math.inf, radius=N
         if progress is not None:
             progress.update(1)
         if verbose > 1:
-            print(f"step {step}: H {history['hamiltonian'][-1]:.6g}, "
-                  f"alignment {history['alignment'][-1]:.6g}")
+            logger.info(f"step {step}: H {history['hamiltonian'][-1]:.6g}, "
+                        f"alignment {history['alignment'][-1]:.6g}")
     return W.detach(), history

@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..utils import make_generator, resolve_device, to_numpy, to_tensor
+from ..utils import logs_verbosely, make_generator, resolve_device, to_numpy, to_tensor
 from ._features import FEATURE_MAPS, favor_offset, features, initial_particles, n_particles
 from ._hamiltonian import ALIGNMENTS, hamiltonian, target_codes
 from ._langevin import langevin
@@ -171,6 +171,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
+    @logs_verbosely
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn the particles from labeled data.

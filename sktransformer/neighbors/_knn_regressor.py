@@ -10,7 +10,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..attention import knn_attention, knn_attention_grad
-from ..utils import make_generator, resolve_device, to_numpy, to_tensor
+from ..utils import (
+    logger,
+    logs_verbosely,
+    make_generator,
+    progress,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
 
 
 def _augment(Z, role):
@@ -126,6 +134,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
                              estimator=estimator, scale=1.0 / self.temperature,
                              n_samples=self.n_samples, generator=generator)
 
+    @logs_verbosely
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn the projection by leave-one-out kNN attention error.
@@ -165,6 +174,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         k = min(self.n_neighbors, n - 1)
         backward = "topk" if self.gradient == "exact" else "sampled"
         self.loss_curve_ = []
+        bar = progress(self.max_iter, self.verbose, "steps")
         for _ in range(self.max_iter):
             rows = torch.arange(n, device=device)
             if self.batch_size is not None and self.batch_size < n:
@@ -181,8 +191,11 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
             loss.backward()
             optimizer.step()
             self.loss_curve_.append(float(loss.detach()))
-            if self.verbose:
-                print(f"step {len(self.loss_curve_)}: leave-one-out MSE {float(loss):.5f}")
+            bar.update(1)
+            bar.set_postfix(loss=f"{self.loss_curve_[-1]:.4f}", refresh=False)
+            if self.verbose > 1:
+                logger.info(f"step {len(self.loss_curve_)}: leave-one-out MSE {float(loss):.5f}")
+        bar.close()
         self.n_iter_ = len(self.loss_curve_)
         self.projection_ = to_numpy(P.detach())
         self._keys = to_numpy(Xs @ P.detach())

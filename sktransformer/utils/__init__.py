@@ -2,6 +2,7 @@
 
 from ._chunks import chunk_rows, iter_chunks
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
+from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
 
@@ -10,8 +11,12 @@ __all__ = [
     "DeviceWarning",
     "chunk_rows",
     "iter_chunks",
+    "logger",
+    "logs_verbosely",
     "make_generator",
+    "progress",
     "resolve_device",
     "to_numpy",
     "to_tensor",
+    "verbosity",
 ]

@@ -1,5 +1,6 @@
 """TransformerKMeans against scikit-learn's KMeans and the scikit-learn conventions."""
 
+import logging
 import pickle
 import re
 
@@ -142,14 +143,39 @@ def test_predict_proba_only_in_soft_mode():
     np.testing.assert_allclose(proba, expected / expected.sum(1, keepdims=True), rtol=1e-8)
 
 
-def test_verbose_prints_a_fixed_format(capsys):
+def test_verbose_logs_a_fixed_format(caplog, capsys):
+    """verbose=2: scikit-learn's messages, through the "sktransformer" logger."""
     X, k = DATASETS["iris"]
-    TransformerKMeans(k, verbose=1, random_state=0, device="cpu").fit(X)
-    out = capsys.readouterr().out.splitlines()
+    with caplog.at_level(logging.INFO, logger="sktransformer"):
+        TransformerKMeans(k, verbose=2, random_state=0, device="cpu").fit(X)
+    out = [r.getMessage() for r in caplog.records if r.name == "sktransformer"]
     assert out[0] == "Initialization complete"
     assert re.fullmatch(r"Iteration 0, inertia \d+\.\d+(e[+-]\d+)?\.", out[1])
     stop = r"Converged at iteration \d+: (strict convergence|center shift .*)\."
     assert re.fullmatch(stop, out[-1])
+    assert capsys.readouterr().out == ""  # logged, never printed
+
+
+def test_verbose_levels_bar_and_silence(caplog, capsys):
+    X, k = DATASETS["iris"]
+    with caplog.at_level(logging.INFO, logger="sktransformer"):
+        TransformerKMeans(k, random_state=0, device="cpu").fit(X)
+        assert not caplog.records
+        assert capsys.readouterr().err == ""
+        TransformerKMeans(k, verbose=1, random_state=0, device="cpu").fit(X)
+    assert [r.getMessage()[:9] for r in caplog.records] == ["Converged"]
+    assert "layers" in capsys.readouterr().err  # the tqdm bar
+
+
+def test_verbose_prints_when_logging_is_not_configured(capsys, monkeypatch):
+    """Without any handler (a plain script), verbose messages reach stdout, as
+    scikit-learn's do; the temporary handler is gone afterwards."""
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    X, k = DATASETS["iris"]
+    TransformerKMeans(k, verbose=2, random_state=0, device="cpu").fit(X)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Initialization complete"
+    assert not logging.getLogger("sktransformer").handlers
 
 
 def test_duplicate_points_warn_and_never_give_nan():
