@@ -1,11 +1,16 @@
 """scikit-learn's estimator checks over every public estimator of the package."""
 
 import inspect
+import pickle
 
+import numpy as np
+import pytest
+import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sktransformer
+from sktransformer.utils import DeviceWarning
 
 
 def public_estimators():
@@ -72,3 +77,60 @@ def test_sklearn_compatible_estimator(estimator, check):
                          expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_variants(estimator, check):
     check(estimator)
+
+
+def _fitted(est):
+    """``est`` fitted on small data of the kind it takes, and that data."""
+    from sklearn.base import is_regressor
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    if is_regressor(est):
+        y = X[:, 0].copy()
+        X = X[:, 1:]
+    return est.fit(X, y), X
+
+
+@pytest.mark.parametrize("cls", public_estimators(), ids=lambda c: c.__name__)
+def test_fitted_on_a_gpu_predicts_on_a_cpu_only_machine(cls, monkeypatch):
+    """Fitted state is numpy: a model fitted with device="cuda" (simulated: fitted, then
+    its device set as it was on the GPU machine), pickled and loaded where CUDA is absent,
+    still predicts, the same as on the CPU, with a DeviceWarning naming the fallback."""
+    est, X = _fitted(_instance(cls))
+    for name, value in vars(est).items():
+        if name.endswith("_") and not name.startswith("_"):
+            assert not isinstance(value, torch.Tensor), name
+    method = next(m for m in ("predict", "transform") if hasattr(est, m))
+    expected = getattr(est, method)(X)
+    for part in [est, *vars(est).values()]:  # with fitted parts, as on the GPU machine
+        if isinstance(part, BaseEstimator) and "device" in part.get_params():
+            part.set_params(device="cuda")
+    blob = pickle.dumps(est)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loaded = pickle.loads(blob)
+    if "device" not in est.get_params():  # a CPU-only estimator: nothing to fall back from
+        np.testing.assert_allclose(getattr(loaded, method)(X), expected)
+        return
+    with pytest.warns(DeviceWarning, match="CUDA is not available"):
+        got = getattr(loaded, method)(X)
+    np.testing.assert_allclose(got, expected)
+
+
+@pytest.mark.parametrize("cls", [c for c in public_estimators() if hasattr(c, "transform")],
+                         ids=lambda c: c.__name__)
+def test_transformers_name_their_outputs_and_speak_pandas(cls):
+    pd = pytest.importorskip("pandas")
+    est, X = _fitted(_instance(cls))
+    names = est.get_feature_names_out()
+    prefix = cls.__name__.lower()
+    assert len(names) == est.transform(X[:3]).shape[1]
+    assert all(n.startswith(prefix) for n in names)
+    est.set_output(transform="pandas")
+    out = est.transform(pd.DataFrame(X[:3]))
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
+
+
+@pytest.mark.parametrize("cls", public_estimators(), ids=lambda c: c.__name__)
+def test_html_repr(cls):
+    html = _instance(cls)._repr_html_()
+    assert cls.__name__ in html and "<div" in html

@@ -6,6 +6,7 @@ interface, started and closed by the module fixture.
 
 import numpy as np
 import pytest
+import torch
 from sklearn.datasets import load_iris, make_blobs
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
@@ -43,9 +44,11 @@ def test_grid_search_on_the_dask_backend_finds_the_same_best_params(client):
     assert remote.best_params_ == local.best_params_
     np.testing.assert_allclose(remote.cv_results_["mean_test_score"],
                                local.cv_results_["mean_test_score"])
-    # the fits ran as tasks on both worker processes
+    # the fits ran as tasks on both worker processes, each with one torch thread (the
+    # nanny's OMP_NUM_THREADS=1 for one thread per worker): no oversubscription
     assert len(tasks.data) >= 12
     assert len({t["worker"] for t in tasks.data}) == 2
+    assert set(client.run(torch.get_num_threads).values()) == {1}
 
 
 def test_incremental_fit_of_a_chunked_array_matches_the_in_memory_fit(client):

@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..attention import sparsemax
-from ..utils import make_generator, to_numpy
+from ..utils import make_generator, to_numpy, to_tensor
 from ._features import features, initial_particles
 from ._hamiltonian import target_codes
 from ._particles import _validate_targets
@@ -159,6 +159,7 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        Z = features("rff", torch.as_tensor(X, dtype=torch.float64),
-                     torch.from_numpy(self.particles_), torch.from_numpy(self.offsets_))
-        return Z.numpy().astype(X.dtype, copy=False)
+        with torch.inference_mode():  # a CPU estimator (no device parameter)
+            Z = features("rff", to_tensor(X, "cpu", dtype=torch.float64),
+                         to_tensor(self.particles_, "cpu"), to_tensor(self.offsets_, "cpu"))
+        return to_numpy(Z).astype(X.dtype, copy=False)
