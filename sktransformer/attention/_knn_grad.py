@@ -40,6 +40,7 @@ class KNNAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator, exclude):
+        """The attention output ``sum_j W_ij v_j``, (..., n_q, d_v)."""
         ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
         ctx.n_neighbors, ctx.generator, ctx.exclude = n_neighbors, generator, exclude
         idx, w = _row_weights(q, k, n_neighbors, scale, backward, n_samples, generator,
@@ -52,6 +53,7 @@ class KNNAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_out):
+        """``dQ, dK, dV`` from ``dO``, through the rows ``W`` (see the class)."""
         if ctx.mode == "topk":
             q, k, v, idx, w = ctx.saved_tensors
         else:

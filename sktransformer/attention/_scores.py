@@ -16,7 +16,7 @@ def neg_sq_euclidean(queries, keys):
 
 
 def dot(queries, keys):
-    """Dot-product score, ``q_i . k_j``."""
+    """Dot-product score, ``<q_i, k_j>``."""
     return queries @ keys.T
 
 

@@ -91,7 +91,7 @@ default="k-means++"
         Only after :meth:`partial_fit`: the number of batches seen.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string column names.
 
     See Also

@@ -69,7 +69,7 @@ class TransformerKMedoids(BaseCircuitClustering):
         Sum of the distances (in ``metric``) to the closest medoid (weighted).
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------

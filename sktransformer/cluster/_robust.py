@@ -57,7 +57,7 @@ default="k-means++"
         Sum of squared distances to the closest center (weighted).
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------

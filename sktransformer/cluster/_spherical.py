@@ -50,7 +50,7 @@ default="k-means++"
         ``sum_i 2 (1 - cos(x_i, c_{a(i)}))`` for nonzero samples (weighted).
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Notes
     -----

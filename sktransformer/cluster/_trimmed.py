@@ -73,7 +73,7 @@ default="k-means++"
         Sum of squared distances of the kept points to their centers (weighted).
     n_iter_ : int
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Notes
     -----

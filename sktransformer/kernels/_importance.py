@@ -76,14 +76,14 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
 
     Attributes
     ----------
-    particles_ : ndarray of shape (n_components, n_features_in_)
+    particles_ : ndarray of shape (n_components, `n_features_in_`)
         The sampled frequencies.
     offsets_ : ndarray of shape (n_components,)
     weights_ : ndarray of shape (n_candidates,)
         The tilted distribution ``q``.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
     --------

@@ -113,7 +113,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     Attributes
     ----------
-    particles_ : ndarray of shape (n_particles, n_features_in_)
+    particles_ : ndarray of shape (n_particles, `n_features_in_`)
     offsets_ : ndarray of shape (n_particles,)
         The phases ``b`` of ``"rff"`` (unused by the other maps).
     offset_ : float
@@ -123,7 +123,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         and ``mean_distance`` between particles (the last entry after the last step).
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------
@@ -274,7 +274,7 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         ``sampler_.history_``.
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
     --------

@@ -74,14 +74,14 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    projection_ : ndarray of shape (n_features_in_, n_components)
+    projection_ : ndarray of shape (`n_features_in_`, n_components)
     loss_curve_ : list of float
         Leave-one-out mean squared error (standardized targets) of each step's minibatch;
         with ``gradient="sampled"``, its Monte Carlo estimate.
     n_iter_ : int
         Optimizer steps run.
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     Examples
     --------

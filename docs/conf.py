@@ -1,0 +1,49 @@
+"""Sphinx configuration: numpydoc API pages, a sphinx-gallery of examples/plot_*.py."""
+
+import sktransformer
+
+project = "sktransformer"
+author = "the sktransformer developers"
+copyright = "2026, the sktransformer developers"
+version = release = sktransformer.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+    "matplotlib.sphinxext.plot_directive",
+    "myst_parser",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py",
+                    "auto_examples/*.zip", "sg_execution_times.rst"]
+templates_path = ["_templates"]
+
+autosummary_generate = True
+autodoc_default_options = {}
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "write_computation_times": False,
+}
+
+plot_include_source = True
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 100)]
+
+myst_heading_anchors = 3
+suppress_warnings = ["myst.header"]
+
+html_theme = "pydata_sphinx_theme"
+html_title = "sktransformer"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
