@@ -1,9 +1,10 @@
 """Random-feature maps ``phi(x; w)``: the particles ``w`` are the rows of ``W``.
 
-Each map takes data ``X (n, d)``, particles ``W (N, d)`` and its fixed extras, and returns
-features ``(n, n_features)`` scaled so that ``K(x, x') = phi(x) . phi(x')`` is the empirical
-kernel ``(1/N) sum_k phi(x; w_k) phi(x'; w_k)``. All are differentiable in ``W`` (torch),
-shared by the kernel estimators and the linear attention of the sequence models.
+Each map takes data ``X (..., n, d)``, particles ``W (N, d)`` and its fixed extras, and
+returns features ``(..., n, n_features)`` scaled so that ``K(x, x') = phi(x) . phi(x')`` is
+the empirical kernel ``(1/N) sum_k phi(x; w_k) phi(x'; w_k)``. All are differentiable in
+``W`` (torch), shared by the kernel estimators and the linear attention of the sequence
+models.
 """
 
 import math
@@ -30,7 +31,10 @@ def orthogonal_gaussian(n, d, *, generator, dtype=torch.float64):
     blocks = []
     for start in range(0, n, d):
         g = torch.randn(d, d, generator=generator, dtype=dtype, device=device)
-        q, _ = torch.linalg.qr(g)
+        q, r = torch.linalg.qr(g)
+        # signs of R's diagonal made positive: without it Q is not uniform (Haar) over the
+        # orthogonal group, and the rows are not uniform directions (a biased kernel)
+        q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
         blocks.append(q.T[:min(d, n - start)])
     rows = torch.cat(blocks)
     norms = torch.randn(n, d, generator=generator, dtype=dtype, device=device).norm(
@@ -69,19 +73,22 @@ def features(kernel, X, W, b, *, offset=0.0):
         return math.sqrt(2.0 / N) * torch.cos(X @ W.T + b)
     if kernel == "rff_cossin":
         z = X @ W.T
-        return torch.cat([torch.cos(z), torch.sin(z)], 1) / math.sqrt(N)
-    x = X * X.shape[1] ** -0.25
-    z = x @ W.T
+        return torch.cat([torch.cos(z), torch.sin(z)], -1) / math.sqrt(N)
     if kernel == "favor+":
-        return torch.exp(z - 0.5 * x.square().sum(1, keepdim=True) - offset) / math.sqrt(N)
+        return torch.exp(_favor_exponent(X, W) - offset) / math.sqrt(N)
+    z = (X * X.shape[-1] ** -0.25) @ W.T
     if kernel == "porf":
         return (torch.nn.functional.softplus(z) + 1e-3) / math.sqrt(N)
     if kernel == "softmax":
-        return torch.softmax(z, dim=1)
+        return torch.softmax(z, dim=-1)
     raise ValueError(f"Unknown kernel {kernel!r}; choose one of {FEATURE_MAPS}.")
+
+
+def _favor_exponent(X, W):
+    x = X * X.shape[-1] ** -0.25
+    return x @ W.T - 0.5 * x.square().sum(-1, keepdim=True)
 
 
 def favor_offset(X, W):
     """The largest exponent of ``"favor+"`` on X, subtracted so that exp stays finite."""
-    x = X * X.shape[1] ** -0.25
-    return float((x @ W.T - 0.5 * x.square().sum(1, keepdim=True)).max())
+    return float(_favor_exponent(X, W).max())
