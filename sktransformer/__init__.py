@@ -10,6 +10,7 @@ from .cluster import (
 )
 from .kernels import ImportanceSampledRFF, ParticleKernelClassifier, ParticleKernelSampler
 from .neighbors import KNNAttentionRegressor
+from .sequence import ParticleAttentionClassifier
 
 __version__ = "0.1.0.dev0"
 
@@ -17,6 +18,7 @@ __all__ = [
     "ImportanceSampledRFF",
     "KMeansCircuit",
     "KNNAttentionRegressor",
+    "ParticleAttentionClassifier",
     "ParticleKernelClassifier",
     "ParticleKernelSampler",
     "RobustTransformerKMeans",

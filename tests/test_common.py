@@ -26,7 +26,8 @@ def test_every_public_estimator_is_checked():
     names = {cls.__name__ for cls in public_estimators()}
     assert {"TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
             "RobustTransformerKMeans", "TransformerKMedoids", "ParticleKernelSampler",
-            "ParticleKernelClassifier", "ImportanceSampledRFF", "KNNAttentionRegressor"} <= names
+            "ParticleKernelClassifier", "ImportanceSampledRFF", "KNNAttentionRegressor",
+            "ParticleAttentionClassifier"} <= names
 
 
 # The random initialization (k-means++ or random rows) draws points in row order, so
@@ -59,6 +60,8 @@ def _instance(cls):
         est.set_params(device="cpu")
     if "n_iter" in est.get_params():
         est.set_params(n_iter=20)
+    if "max_epochs" in est.get_params():  # the sequence classifier: a few epochs suffice
+        est.set_params(max_epochs=15)
     return est
 
 

@@ -32,7 +32,7 @@ def positive_features(kernel, x, particles, role, mask=None):
         if mask is not None:
             z = z.masked_fill(~mask.unsqueeze(-1), -torch.inf)
         offset = z.amax(dim=-1 if role == "query" else (-2, -1), keepdim=True)
-        offset = offset.clamp(min=torch.finfo(z.dtype).min)  # an all-pad sequence
+        offset = torch.where(torch.isfinite(offset), offset, 0.0)  # an all-pad sequence
     phi = features(kernel, x, particles, None, offset=offset)
     return phi if mask is None else phi * mask.unsqueeze(-1).to(phi.dtype)
 
@@ -85,8 +85,9 @@ class KernelAttention(torch.nn.Module):
     causal : bool
     tie_qk : bool
         ``Q = K``: one projection for queries and keys (a symmetric kernel).
-    generator : torch.Generator
-        Draws the initial particles (orthogonal Gaussian rows).
+    generator : torch.Generator or None
+        Draws the initial particles (orthogonal Gaussian rows); None leaves zeros to be
+        set by the caller.
     """
 
     def __init__(self, d_model, n_heads, n_features=64, *, kernel="favor+",
@@ -100,9 +101,12 @@ class KernelAttention(torch.nn.Module):
         self.key = self.query if tie_qk else torch.nn.Linear(d_model, d_model)
         self.value = torch.nn.Linear(d_model, d_model)
         self.out = torch.nn.Linear(d_model, d_model)
-        W, _ = initial_particles(kernel, n_features, self.d_head, gamma=1.0,
-                                 generator=generator, dtype=torch.float32)
-        self.register_buffer("particles", W.cpu())
+        if generator is None:  # set later (phase A, or the encoder's initialization)
+            W = torch.zeros(n_features, self.d_head)
+        else:
+            W, _ = initial_particles(kernel, n_features, self.d_head, gamma=1.0,
+                                     generator=generator, dtype=torch.float32)
+        self.register_buffer("particles", W.to(self.query.weight.device))
 
     def _split(self, x):
         B, L, _ = x.shape

@@ -107,3 +107,14 @@ def test_softmax_block_is_scaled_dot_product_attention_and_qk_tying():
     p = torch.softmax(q @ k.transpose(-1, -2) / 2.0, -1)
     expected = block.out((p @ v).transpose(1, 2).reshape(2, 5, 8))
     torch.testing.assert_close(block(x), expected)
+
+
+def test_an_all_padding_sequence_gives_finite_outputs_and_gradients():
+    g = torch.Generator().manual_seed(0)
+    block = KernelAttention(8, 2, 8, generator=g)
+    x = torch.randn(2, 5, 8, generator=g, requires_grad=True)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1] = False
+    out = block(x, mask)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()

@@ -1,0 +1,426 @@
+"""ParticleAttentionClassifier: a linear-attention encoder whose kernel is learned particles.
+
+Phase A moves each block's particles by projected Langevin dynamics on the kernel-target
+alignment of the block's pooled queries (the kernels package's Hamiltonian and dynamics,
+reused); phase B freezes them and trains the rest by cross-entropy.
+"""
+
+import copy
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
+
+from ..kernels._features import favor_offset, features
+from ..kernels._hamiltonian import hamiltonian, target_codes
+from ..kernels._langevin import langevin
+from ..utils import (
+    logger,
+    logs_verbosely,
+    make_generator,
+    progress,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
+from ._encoder import build
+from ._linear import POSITIVE_MAPS
+
+
+class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
+    """Sequence classification by a small transformer with learned-kernel linear attention.
+
+    The model embeds each position (tokens, or float features), adds a learned position
+    embedding, runs ``n_layers`` pre-norm blocks of multi-head attention and a feed-forward
+    layer, mean-pools the real positions and classifies. Its attention is linear
+    (:class:`~sktransformer.sequence.KernelAttention`): the kernel ``phi(q) . phi(k)`` of a
+    positive feature map over particles, linear in sequence length.
+
+    Training: ``warmup_epochs`` epochs of phase B with the initial (random, FAVOR+-like)
+    particles; then phase A, for each block in turn: the block's queries, mean-pooled per
+    sequence and head, are the samples of a kernel-target alignment, and the particles move
+    by ``n_iter`` projected Langevin steps on minus that alignment plus Riesz repulsion
+    (:class:`~sktransformer.ParticleKernelSampler`'s energy and dynamics); then phase B
+    again, particles frozen: Adam on cross-entropy for everything else, with early stopping
+    on a validation split. ``features="fixed"`` skips phase A (the fixed random features
+    baseline) and ``attention="softmax"`` uses exact softmax attention (the quadratic
+    baseline), in the same model.
+
+    Parameters
+    ----------
+    attention : {"kernel", "softmax"}, default="kernel"
+    features : {"learned", "fixed"}, default="learned"
+        Particles by phase A, or the initial random draw.
+    kernel : {"favor+", "porf", "softmax"}, default="favor+"
+        The positive feature map.
+    n_features : int, default=32
+        Particles (features) per block, shared by its heads.
+    d_model : int, default=32
+    n_heads : int, default=2
+    n_layers : int, default=1
+    causal : bool, default=False
+        Each position attends to earlier ones only.
+    tie_qk : bool, default=False
+        One projection for queries and keys.
+    pad_id : int, default=0
+        For integer tokens: the padding id (not a key, not pooled).
+    max_epochs : int, default=60
+        Phase B epochs, warm-up included.
+    batch_size : int, default=32
+    learning_rate : float, default=3e-3
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the training set (stratified) and stop when its
+        loss has not improved by ``tol`` for ``n_iter_no_change`` epochs; the best epoch's
+        weights are kept.
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=8
+    tol : float, default=1e-4
+    warmup_epochs : int, default=3
+        Phase B epochs before phase A (at most ``max_epochs - 1``).
+    n_iter : int, default=100
+        Langevin steps per block in phase A.
+    step_size : float, default=0.5
+    repulsion : float, default=0.01
+        Strength of the Riesz repulsion between particles.
+    beta : float, default=inf
+        Inverse temperature of the Langevin noise (inf: projected gradient descent).
+    device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
+    random_state : int, RandomState instance or None, default=None
+        Seeds a local ``torch.Generator`` (weights, particles, minibatches, the split).
+    verbose : int, default=0
+        1: a progress bar over epochs; 2: a message per epoch.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+        Sequence length (the padded width of X).
+    history_ : dict
+        ``train_loss``, ``val_loss``, ``val_accuracy`` per epoch and, under ``phase_a``,
+        the Langevin history of each block.
+    n_iter_ : int
+        Phase B epochs run.
+    model_ : SequenceEncoder
+        The trained torch module, on the CPU.
+
+    Notes
+    -----
+    X is a padded integer array of token ids (``(n_samples, length)``; ids absent from the
+    training set share one embedding), or floats: ``(n_samples, length)`` is a sequence of
+    scalars, ``(n_samples, length, d)`` of vectors. The model has no dropout: torch's
+    dropout draws from the global generator, which the package never touches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktransformer import ParticleAttentionClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.integers(1, 5, size=(200, 12))
+    >>> y = (X == 4).any(1) & (X[:, 0] > 2)
+    >>> clf = ParticleAttentionClassifier(max_epochs=5, n_iter=10, random_state=0,
+    ...                                   device="cpu").fit(X, y)
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
+
+    _parameter_constraints = {
+        "attention": [StrOptions({"kernel", "softmax"})],
+        "features": [StrOptions({"learned", "fixed"})],
+        "kernel": [StrOptions(set(POSITIVE_MAPS))],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "d_model": [Interval(Integral, 1, None, closed="left")],
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "n_layers": [Interval(Integral, 1, None, closed="left")],
+        "causal": ["boolean"],
+        "tie_qk": ["boolean"],
+        "pad_id": [Integral],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "warmup_epochs": [Interval(Integral, 0, None, closed="left")],
+        "n_iter": [Interval(Integral, 0, None, closed="left")],
+        "step_size": [Interval(Real, 0, None, closed="neither")],
+        "repulsion": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="right")],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, attention="kernel", *, features="learned", kernel="favor+",
+                 n_features=32, d_model=32, n_heads=2, n_layers=1, causal=False,
+                 tie_qk=False, pad_id=0, max_epochs=60, batch_size=32, learning_rate=3e-3,
+                 early_stopping=True, validation_fraction=0.1, n_iter_no_change=8, tol=1e-4,
+                 warmup_epochs=3, n_iter=100, step_size=0.5, repulsion=0.01,
+                 beta=math.inf, device="auto", random_state=None, verbose=0):
+        self.attention = attention
+        self.features = features
+        self.kernel = kernel
+        self.n_features = n_features
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.causal = causal
+        self.tie_qk = tie_qk
+        self.pad_id = pad_id
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.warmup_epochs = warmup_epochs
+        self.n_iter = n_iter
+        self.step_size = step_size
+        self.repulsion = repulsion
+        self.beta = beta
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        return tags
+
+    # -- data ----------------------------------------------------------------------------
+
+    def _inputs(self, X, device, reset):
+        """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""
+        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=None,
+                          ensure_min_features=1)
+        if X.ndim not in (2, 3):
+            raise ValueError(f"X must be (n_samples, length) or (n_samples, length, d); "
+                             f"got shape {X.shape}.")
+        tokens = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)
+        if reset:
+            self._tokens = tokens
+            self._n_inputs = None if tokens else (1 if X.ndim == 2 else X.shape[2])
+        elif tokens != self._tokens or (not tokens and (1 if X.ndim == 2 else X.shape[2])
+                                        != self._n_inputs):
+            raise ValueError("X is not of the kind seen in fit (integer tokens vs float "
+                             "features, or another feature width).")
+        if tokens:
+            if X.min() < 0:
+                raise ValueError("Token ids must be non-negative integers.")
+            if reset:
+                self._n_tokens = int(X.max()) + 1
+            ids = np.where(X >= self._n_tokens, self._n_tokens, X)  # unseen: one shared id
+            t = to_tensor(ids.astype(np.int64), device)
+            return t, t != self.pad_id
+        X = np.asarray(X, dtype=np.float32)
+        if not np.isfinite(X).all():
+            raise ValueError("Input X contains NaN or infinity.")
+        t = to_tensor(X if X.ndim == 3 else X[..., None], device)
+        return t, torch.ones(t.shape[:2], dtype=torch.bool, device=device)
+
+    # -- fitting -------------------------------------------------------------------------
+
+    @logs_verbosely
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Train the encoder: warm-up, phase A (particles), phase B (the rest).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, length) or (n_samples, length, d)
+            Padded integer tokens, or float sequences.
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : ParticleAttentionClassifier
+        """
+        device = resolve_device(self.device)
+        generator = make_generator(self.random_state, device=device)
+        x, mask = self._inputs(X, device, reset=True)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(x, y)
+        check_classification_targets(y)
+        self.classes_, y_index = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(f"Classification needs at least 2 classes; the data has "
+                             f"{len(self.classes_)} class.")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be a multiple of "
+                             f"n_heads={self.n_heads}.")
+        labels = to_tensor(y_index.astype(np.int64), device)
+        self.model_ = build(generator, device, n_classes=len(self.classes_),
+                            max_len=x.shape[1],
+                            n_tokens=self._n_tokens if self._tokens else None,
+                            n_inputs=self._n_inputs, d_model=self.d_model,
+                            n_heads=self.n_heads, n_layers=self.n_layers,
+                            n_features=self.n_features, kernel=self.kernel,
+                            attention=self.attention, causal=self.causal,
+                            tie_qk=self.tie_qk)
+        train, val = self._split(labels, generator)
+        self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "phase_a": []}
+        learned = self.attention == "kernel" and self.features == "learned"
+        optimizer = torch.optim.Adam(self.model_.parameters(), lr=self.learning_rate)
+        best, best_loss, since = None, math.inf, 0
+        bar = progress(self.max_epochs, self.verbose, "epochs")
+        for epoch in range(self.max_epochs):
+            if learned and epoch == min(self.warmup_epochs, self.max_epochs - 1):
+                self._phase_a(x[train], mask[train], labels[train], generator)
+                best_loss, since = math.inf, 0  # the model changed: judge it anew
+            self._epoch(x, mask, labels, train, optimizer, generator)
+            val_loss, val_acc = self._evaluate(x, mask, labels, val)
+            self.history_["val_loss"].append(val_loss)
+            self.history_["val_accuracy"].append(val_acc)
+            bar.update(1)
+            if self.verbose > 1:
+                logger.info(f"epoch {epoch}: train loss {self.history_['train_loss'][-1]:.4f}"
+                            f", validation loss {val_loss:.4f}, accuracy {val_acc:.3f}")
+            if not self.early_stopping:
+                continue
+            if val_loss < best_loss - self.tol:
+                best, best_loss, since = copy.deepcopy(self.model_.state_dict()), val_loss, 0
+            else:
+                since += 1
+                if since >= self.n_iter_no_change and epoch >= self.warmup_epochs:
+                    break
+        bar.close()
+        if best is not None:
+            self.model_.load_state_dict(best)
+        self.n_iter_ = epoch + 1
+        self.model_ = self.model_.cpu().eval()
+        return self
+
+    def _split(self, labels, generator):
+        """Training and validation rows: a stratified split, or all rows twice (without
+        early stopping, or when no class has members to spare)."""
+        n = len(labels)
+        rows = torch.arange(n, device=labels.device)
+        if not self.early_stopping:
+            return rows, rows
+        order = torch.randperm(n, generator=generator, device=generator.device).to(
+            labels.device)
+        val = []
+        for c in labels.unique():
+            members = order[labels[order] == c]
+            take = int(round(self.validation_fraction * len(members)))
+            if 0 < take < len(members):
+                val.append(members[:take])
+        if not val:
+            return rows, rows
+        val = torch.cat(val)
+        keep = torch.ones(n, dtype=torch.bool, device=labels.device)
+        keep[val] = False
+        return rows[keep], val
+
+    def _epoch(self, x, mask, labels, train, optimizer, generator):
+        self.model_.train()
+        perm = train[torch.randperm(len(train), generator=generator,
+                                    device=generator.device).to(train.device)]
+        total = 0.0
+        for a in range(0, len(perm), self.batch_size):
+            rows = perm[a:a + self.batch_size]
+            loss = torch.nn.functional.cross_entropy(self.model_(x[rows], mask[rows]),
+                                                     labels[rows])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach()) * len(rows)
+        self.history_["train_loss"].append(total / len(perm))
+
+    @torch.no_grad()
+    def _evaluate(self, x, mask, labels, rows):
+        self.model_.eval()
+        logits = self._logits(x[rows], mask[rows])
+        loss = float(torch.nn.functional.cross_entropy(logits, labels[rows]))
+        return loss, float((logits.argmax(1) == labels[rows]).float().mean())
+
+    def _logits(self, x, mask, chunk=1024):
+        return torch.cat([self.model_(x[a:a + chunk], mask[a:a + chunk])
+                          for a in range(0, len(x), chunk)])
+
+    def _phase_a(self, x, mask, labels, generator):
+        """Each block's particles by Langevin on the alignment of its pooled queries."""
+        Y = target_codes(labels, len(self.classes_))
+        for i, block in enumerate(self.model_.blocks):
+            attention = block.attention
+            with torch.no_grad():
+                h = block.norm1(self._block_input(x, mask, i))
+                q, _ = attention.queries_keys(h)  # (B, H, L, dh)
+                m = mask[:, None, :, None].to(q.dtype)
+                pooled = (q * m).sum(2) / m.sum(2).clamp(min=1.0)  # (B, H, dh)
+            samples = pooled.reshape(-1, pooled.shape[-1]).double()
+            targets = Y.repeat_interleave(pooled.shape[1], dim=0)
+            W = attention.particles.double()
+            radius = 3.0 * float(W.square().sum(1).mean().sqrt())
+            offset = favor_offset(samples, W) if self.kernel == "favor+" else 0.0
+
+            def energy(W, rows):
+                Xb, Yb = (samples, targets) if rows is None else (samples[rows], targets[rows])
+                return hamiltonian(features(self.kernel, Xb, W, None, offset=offset), Yb, W,
+                                   repulsion=self.repulsion, kind="normalized")
+
+            W, history = langevin(energy, W, n_samples=len(samples), n_iter=self.n_iter,
+                                  step_size=self.step_size, beta=self.beta, radius=radius,
+                                  batch_size=None, generator=generator,
+                                  verbose=self.verbose)
+            if not torch.isfinite(W).all():
+                raise FloatingPointError("The particles diverged in phase A (non-finite "
+                                         "values); lower step_size.")
+            attention.particles.copy_(W.to(attention.particles.dtype))
+            self.history_["phase_a"].append(history)
+
+    @torch.no_grad()
+    def _block_input(self, x, mask, layer, chunk=1024):
+        return torch.cat([self.model_(x[a:a + chunk], mask[a:a + chunk], upto=layer)
+                          for a in range(0, len(x), chunk)])
+
+    # -- prediction ----------------------------------------------------------------------
+
+    def predict_proba(self, X):
+        """Class probabilities (softmax of the logits).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, length) or (n_samples, length, d)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        device = resolve_device(self.device, fallback=True)
+        x, mask = self._inputs(X, device, reset=False)
+        model = self.model_.to(device)
+        with torch.inference_mode():
+            proba = torch.softmax(self._logits(x, mask), dim=1)
+        self.model_ = model.cpu()
+        return to_numpy(proba).astype(np.float64)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(np.clip(self.predict_proba(X), 1e-300, None))
+
+    def predict(self, X):
+        """The most probable class of each sequence.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, length) or (n_samples, length, d)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        return self.classes_[self.predict_proba(X).argmax(1)]

@@ -1,0 +1,78 @@
+"""ParticleAttentionClassifier: phases A and B, inputs, and the conventions."""
+
+import numpy as np
+import pytest
+import torch
+
+from sktransformer import ParticleAttentionClassifier
+from sktransformer.datasets import make_order_task, make_parity_task
+
+
+def _clf(**kw):
+    params = dict(max_epochs=25, n_iter=30, random_state=0, device="cpu")
+    params.update(kw)
+    return ParticleAttentionClassifier(**params)
+
+
+@pytest.mark.parametrize("attention, features", [("kernel", "learned"), ("kernel", "fixed"),
+                                                 ("softmax", "learned")])
+def test_it_learns_a_task_that_needs_attention(attention, features):
+    """Token 1 before token 2: at chance for any bag of tokens."""
+    X, y = make_order_task(1200, length=16, random_state=0)
+    Xt, yt = make_order_task(500, length=16, random_state=1)
+    clf = _clf(attention=attention, features=features).fit(X, y)
+    assert clf.score(Xt, yt) > 0.85
+    assert len(clf.history_["val_loss"]) == clf.n_iter_
+
+
+def test_phase_a_raises_the_alignment_and_moves_only_the_learned_particles():
+    X, y = make_order_task(600, length=16, random_state=0)
+    learned = _clf(max_epochs=4, warmup_epochs=2).fit(X, y)
+    fixed = _clf(max_epochs=4, warmup_epochs=2, features="fixed").fit(X, y)
+    (history,) = learned.history_["phase_a"]
+    assert history["alignment"][-1] > 1.2 * history["alignment"][0]
+    assert fixed.history_["phase_a"] == []
+    a = learned.model_.blocks[0].attention.particles
+    b = fixed.model_.blocks[0].attention.particles
+    assert not torch.allclose(a, b)
+    # phase B never moves particles: after 1 or 4 epochs, the fixed ones are the same draw
+    start = _clf(max_epochs=1, features="fixed").fit(X, y).model_.blocks[0].attention.particles
+    torch.testing.assert_close(start, b)
+
+
+def test_seeded_and_the_global_generator_untouched():
+    X, y = make_parity_task(300, length=10, random_state=0)
+    state = torch.random.get_rng_state()
+    a = _clf(max_epochs=3).fit(X, y).predict_proba(X)
+    b = _clf(max_epochs=3).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+    assert torch.equal(state, torch.random.get_rng_state())
+    np.testing.assert_allclose(a.sum(1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_float_sequences_and_causal_attention(causal):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 8, 3)).astype(np.float32)
+    y = (X[:, :, 0].sum(1) > 0).astype(int)
+    clf = _clf(causal=causal, n_layers=2).fit(X, y)
+    assert clf.score(X, y) > 0.9
+    assert clf.predict(X[:5]).shape == (5,)
+    with pytest.raises(ValueError, match="not of the kind seen in fit"):
+        clf.predict(X[:5, :, :2])
+
+
+def test_bad_inputs_are_clear_errors_and_unseen_tokens_share_an_id():
+    X, y = make_order_task(200, length=8, random_state=0)
+    clf = _clf(max_epochs=2).fit(X, y)
+    with pytest.raises(ValueError, match="non-negative"):
+        clf.predict(-X)
+    with pytest.raises(ValueError, match="not of the kind seen in fit"):
+        clf.predict(X.astype(float))
+    with pytest.raises(ValueError, match="NaN"):
+        _clf().fit(np.full((20, 4), np.nan), np.arange(20) % 2)
+    with pytest.raises(ValueError, match="1 class"):
+        _clf().fit(X, np.zeros(len(X)))
+    big = X.copy()
+    big[big > 2] = 999  # ids never seen in training
+    assert clf.predict_proba(big).shape == (len(X), 2)
