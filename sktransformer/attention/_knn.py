@@ -228,12 +228,13 @@ def _members_gaps(top_idx, top_scores, n_k):
     return t - torch.arange(kk, device=t.device)
 
 
-def _complement(top_idx, top_scores, positions):
-    """The ``positions``-th keys (0-based) among those not in each query's top set.
+def _complement(top_idx, top_scores, positions, n_k):
+    """The ``positions``-th keys (0-based) among the ``n_k`` keys not in each query's top
+    set.
 
     ``top_idx, top_scores (..., n_q, k)``; ``positions (..., n_q, m)``. The ``p``-th
     non-member is ``p + #{j : u_j <= p}`` (:func:`_members_gaps`): one ``searchsorted``."""
-    u = _members_gaps(top_idx, top_scores, int(top_idx.max()) + 1)
+    u = _members_gaps(top_idx, top_scores, n_k)
     return positions + torch.searchsorted(u, positions.contiguous(), right=True)
 
 
@@ -285,7 +286,7 @@ def _tail(q, scores, idx, k, v, visible, scale, n_samples, generator, exclude):
     n_tail = _n_tail(scores, visible)
     u = _rand((*scores.shape[:-1], n_samples), generator, q.device)
     positions = (u * n_tail.unsqueeze(-1)).long()  # iid uniform over the tail
-    tail = _complement(idx, scores, positions).clamp(max=n_k - 1)
+    tail = _complement(idx, scores, positions, n_k).clamp(max=n_k - 1)
     hidden = (n_tail == 0).unsqueeze(-1) | _hidden(tail, exclude)
     tail_scores = _scores_of(q, k, tail, scale).masked_fill(hidden, -torch.inf)
     shift = scores[..., :1]  # the top score: exp never overflows
