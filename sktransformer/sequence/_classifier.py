@@ -345,8 +345,9 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         loss = float(torch.nn.functional.cross_entropy(logits, labels[rows]))
         return loss, float((logits.argmax(1) == labels[rows]).float().mean())
 
-    def _logits(self, x, mask, chunk=1024):
-        return torch.cat([self.model_(x[a:a + chunk], mask[a:a + chunk])
+    def _logits(self, x, mask, upto=None, chunk=1024):
+        """The model's logits (or, with ``upto``, a block's input) by chunks of rows."""
+        return torch.cat([self.model_(x[a:a + chunk], mask[a:a + chunk], upto=upto)
                           for a in range(0, len(x), chunk)])
 
     def _phase_a(self, x, mask, labels, generator):
@@ -355,7 +356,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         for i, block in enumerate(self.model_.blocks):
             attention = block.attention
             with torch.no_grad():
-                h = block.norm1(self._block_input(x, mask, i))
+                h = block.norm1(self._logits(x, mask, upto=i))
                 q, _ = attention.queries_keys(h)  # (B, H, L, dh)
                 m = mask[:, None, :, None].to(q.dtype)
                 pooled = (q * m).sum(2) / m.sum(2).clamp(min=1.0)  # (B, H, dh)
@@ -380,11 +381,6 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             attention.particles.copy_(W.to(attention.particles.dtype))
             self.history_["phase_a"].append(history)
 
-    @torch.no_grad()
-    def _block_input(self, x, mask, layer, chunk=1024):
-        return torch.cat([self.model_(x[a:a + chunk], mask[a:a + chunk], upto=layer)
-                          for a in range(0, len(x), chunk)])
-
     # -- prediction ----------------------------------------------------------------------
 
     def predict_proba(self, X):
@@ -403,7 +399,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         x, mask = self._inputs(X, device, reset=False)
         model = self.model_.to(device)
         with torch.inference_mode():
-            proba = torch.softmax(self._logits(x, mask), dim=1)
+            proba = torch.softmax(self._logits(x, mask).double(), dim=1)  # rows sum to 1
         self.model_ = model.cpu()
         return to_numpy(proba).astype(np.float64)
 

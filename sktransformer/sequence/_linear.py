@@ -66,7 +66,7 @@ def kernel_attention(fq, fk, v, *, causal=False, chunk=128, eps=1e-12):
 
 
 class KernelAttention(torch.nn.Module):
-    """Multi-head attention whose kernel is ``phi(q) . phi(k)`` over particles.
+    """Multi-head attention whose kernel is ``<phi(q), phi(k)>``, of particle features.
 
     The particles ``W (n_features, d_head)`` are a buffer, not a parameter: they are set by
     Langevin dynamics on kernel-target alignment (phase A of

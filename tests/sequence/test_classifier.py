@@ -47,7 +47,7 @@ def test_seeded_and_the_global_generator_untouched():
     b = _clf(max_epochs=3).fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(a, b)
     assert torch.equal(state, torch.random.get_rng_state())
-    np.testing.assert_allclose(a.sum(1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(a.sum(1), 1.0, rtol=1e-12)
 
 
 @pytest.mark.parametrize("causal", [False, True])
