@@ -1,0 +1,194 @@
+"""Learned-kernel linear attention: time and memory against length, and a task study.
+
+    python benchmarks/bench_sequence.py --study scale --plot docs/images/linear_attention_scale.png
+    python benchmarks/bench_sequence.py --study tasks --seeds 0 1 2
+
+Scale study: one attention block (``KernelAttention``: d_model = 64, 2 heads, 64 FAVOR+
+features; batch 1, float32, forward only, no grad) at lengths 256 ... 65536, each method in
+a fresh process: linear attention (non-causal, and causal by chunks of 128), softmax
+attention through torch's ``scaled_dot_product_attention`` (the same block; on the CPU it
+runs a flash-attention kernel that never holds the ``L x L`` matrix), and softmax with the
+matrix materialized. Peak RSS rise during the call, and the time (best of 3 after a
+warm-up). The materialized form is skipped where its ``L x L`` matrices (2 heads, float32)
+would pass ``--max-matrix-gb``.
+
+Task study (tasks that need attention, generated in code; the SST-2 / QQP / Rotten
+Tomatoes sets of the paper cannot be downloaded here): ``make_order_task`` (is token 1
+before token 2?) and ``make_parity_task`` (is the count of token 1 odd?), 2000 training and
+1000 test sequences of length 32; ``ParticleAttentionClassifier`` with learned particles,
+with fixed random features (``features="fixed"``) and with softmax attention, all other
+settings the defaults, for each seed. Accuracy, MCC, ECE (15 equal-width bins of the
+confidence), log loss and Brier score on the test set, mean and standard deviation over
+seeds, and the fit time.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+from sktransformer import ParticleAttentionClassifier
+from sktransformer.datasets import make_order_task, make_parity_task
+from sktransformer.sequence import KernelAttention
+
+METHODS = ("linear", "linear_causal", "sdpa", "materialized")
+
+
+def _peak_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM"))
+
+
+def _block(method):
+    g = torch.Generator().manual_seed(0)
+    return KernelAttention(64, 2, 64, attention="softmax" if method in ("sdpa",
+                                                                        "materialized")
+                           else "kernel", causal=method == "linear_causal", generator=g)
+
+
+def _run(block, method, x):
+    with torch.no_grad():
+        if method != "materialized":
+            return block(x)
+        q, k = block.queries_keys(x)
+        v = block._split(block.value(x))
+        p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
+        return block.out((p @ v).transpose(1, 2).reshape(x.shape))
+
+
+def child(method, length):
+    torch.set_grad_enabled(False)
+    block = _block(method)
+    g = torch.Generator().manual_seed(1)
+    _run(block, method, torch.randn(1, 256, 64, generator=g))  # warm-up
+    x = torch.randn(1, length, 64, generator=g)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _peak_mb()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        _run(block, method, x)
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": min(times), "extra_peak_mb": _peak_mb() - base}))
+
+
+def scale_study(lengths, max_matrix_gb):
+    rows = []
+    for length in lengths:
+        for method in METHODS:
+            row = {"length": length, "method": method}
+            if method == "materialized" and 2 * 4 * length ** 2 / 2 ** 30 > max_matrix_gb:
+                row.update(seconds=None, extra_peak_mb=None, note="L x L over the limit")
+            else:
+                out = subprocess.run([sys.executable, __file__, "--child", method,
+                                      str(length)], capture_output=True, text=True)
+                if out.returncode:
+                    row.update(seconds=None, extra_peak_mb=None, note=(
+                        out.stderr.strip().splitlines() or ["killed"])[-1][:80])
+                else:
+                    row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+            rows.append(row)
+            print(f"L={length:6d} {method:14s} {row['seconds']} s, +{row['extra_peak_mb']} MB "
+                  f"{row.get('note', '')}", flush=True)
+    return rows
+
+
+def plot_scale(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for method in METHODS:
+        pts = [(r["length"], r["seconds"], r["extra_peak_mb"]) for r in rows
+               if r["method"] == method and r["seconds"] is not None]
+        if not pts:
+            continue
+        L, t, m = zip(*pts)
+        axes[0].plot(L, t, marker="o", label=method)
+        axes[1].plot(L, np.maximum(m, 0.1), marker="o", label=method)
+    for ax, label in zip(axes, ["seconds (forward, one block)", "peak memory rise (MB)"]):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def _metrics(y, proba):
+    from sklearn.metrics import accuracy_score, log_loss, matthews_corrcoef
+
+    pred = proba.argmax(1)
+    conf = proba.max(1)
+    bins = np.minimum((conf * 15).astype(int), 14)
+    ece = sum(abs((pred[bins == b] == y[bins == b]).mean() - conf[bins == b].mean())
+              * (bins == b).mean() for b in range(15) if (bins == b).any())
+    onehot = np.eye(proba.shape[1])[y]
+    return {"accuracy": accuracy_score(y, pred), "mcc": matthews_corrcoef(y, pred),
+            "ece": float(ece), "log_loss": log_loss(y, proba, labels=[0, 1]),
+            "brier": float(((proba - onehot) ** 2).sum(1).mean())}
+
+
+def task_study(seeds):
+    rows = []
+    models = {"learned": {}, "fixed": {"features": "fixed"}, "softmax": {"attention": "softmax"}}
+    for task, make in (("order", make_order_task), ("parity", make_parity_task)):
+        X, y = make(2000, length=32, random_state=100)
+        Xt, yt = make(1000, length=32, random_state=101)
+        for name, params in models.items():
+            for seed in seeds:
+                start = time.perf_counter()
+                clf = ParticleAttentionClassifier(random_state=seed, device="cpu",
+                                                  **params).fit(X, y)
+                row = {"task": task, "model": name, "seed": seed,
+                       "fit_seconds": time.perf_counter() - start, "epochs": clf.n_iter_,
+                       **_metrics(yt, clf.predict_proba(Xt))}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print("\n| task | model | accuracy | MCC | ECE | log loss | Brier | fit (s) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for task in ("order", "parity"):
+        for name in models:
+            sel = [r for r in rows if r["task"] == task and r["model"] == name]
+            cells = [f"{np.mean([r[m] for r in sel]):.3f} ± {np.std([r[m] for r in sel]):.3f}"
+                     for m in ("accuracy", "mcc", "ece", "log_loss", "brier")]
+            fit = np.mean([r["fit_seconds"] for r in sel])
+            print(f"| {task} | {name} | " + " | ".join(cells) + f" | {fit:.1f} |")
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", choices=["scale", "tasks"], default="tasks")
+    parser.add_argument("--lengths", type=int, nargs="+",
+                        default=[256, 1024, 4096, 16384, 65536])
+    parser.add_argument("--max-matrix-gb", type=float, default=8.0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--plot")
+    parser.add_argument("--json")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    if args.study == "scale":
+        rows = scale_study(args.lengths, args.max_matrix_gb)
+        if args.plot:
+            plot_scale(rows, args.plot)
+    else:
+        rows = task_study(args.seeds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
