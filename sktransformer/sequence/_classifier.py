@@ -371,10 +371,11 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
                 return hamiltonian(features(self.kernel, Xb, W, None, offset=offset), Yb, W,
                                    repulsion=self.repulsion, kind="normalized")
 
-            W, history = langevin(energy, W, n_samples=len(samples), n_iter=self.n_iter,
-                                  step_size=self.step_size, beta=self.beta, radius=radius,
-                                  batch_size=None, generator=generator,
-                                  verbose=self.verbose)
+            with progress(self.n_iter, self.verbose, f"phase A, block {i}") as bar:
+                W, history = langevin(energy, W, n_samples=len(samples), n_iter=self.n_iter,
+                                      step_size=self.step_size, beta=self.beta,
+                                      radius=radius, batch_size=None, generator=generator,
+                                      verbose=self.verbose, progress=bar)
             if not torch.isfinite(W).all():
                 raise FloatingPointError("The particles diverged in phase A (non-finite "
                                          "values); lower step_size.")

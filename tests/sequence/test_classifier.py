@@ -76,3 +76,10 @@ def test_bad_inputs_are_clear_errors_and_unseen_tokens_share_an_id():
     big = X.copy()
     big[big > 2] = 999  # ids never seen in training
     assert clf.predict_proba(big).shape == (len(X), 2)
+
+
+def test_verbose_shows_the_phases_and_epochs(capsys):
+    X, y = make_order_task(200, length=8, random_state=0)
+    _clf(max_epochs=3, warmup_epochs=1, n_iter=5, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    assert "phase A, block 0" in err and "epochs" in err
