@@ -233,7 +233,8 @@ default="k-means++"
                                         temperature=self.temperature)
             counts = to_tensor(self.counts_.astype(X.dtype), device)
             total = counts + weight
-            moved = (counts.unsqueeze(1) * centers + sums) / total.clamp(min=1e-300).unsqueeze(1)
+            safe = total.clamp(min=torch.finfo(total.dtype).tiny).unsqueeze(1)
+            moved = (counts.unsqueeze(1) * centers + sums) / safe
             centers = torch.where((total > 0).unsqueeze(1), moved, centers)
             self.cluster_centers_ = to_numpy(centers + points.shift)
             self.counts_ = to_numpy(total)
