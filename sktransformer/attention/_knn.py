@@ -412,9 +412,11 @@ def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, gener
                 exclude=None, lazy=None):
     """``n_samples`` exact draws ``j ~ P_i`` per query, shape (..., n_q, n_samples).
 
-    ``lazy=True``: lazy Gumbel sampling from the top ``n_neighbors`` keys (cost per draw
-    ``O(n_neighbors)`` plus the few tail keys that can win). ``lazy=False``: one pass of the
-    full softmax per query and ``torch.multinomial`` (cost ``O(n_keys)`` per query).
+    ``lazy=True``: lazy Gumbel sampling from the top ``n_neighbors`` keys (per query
+    ``O(n_neighbors)`` for the top set, then per draw the few tail keys that can win; a
+    query whose draws would score more tail keys than it has keys takes the full-row
+    draw instead). ``lazy=False``: one pass of the full softmax per query and
+    ``torch.multinomial`` (cost ``O(n_keys)`` per query).
     ``None`` picks lazy sampling when the keys outnumber ``4 n_samples n_neighbors``. Both
     are exact."""
     s = _scale(q, scale)

@@ -70,7 +70,9 @@ default="k-means++"
         Seeds a local ``torch.Generator`` for the initialization; the global seed is
         never touched.
     verbose : int, default=0
-        Print the inertia after each layer and the reason for stopping.
+        1: a progress bar over the layers and the reason for stopping; 2: also the
+        inertia after each layer (logged to the "sktransformer" logger, printed to stdout
+        when logging is not configured).
     batch_size : int or None, default=None
         Points processed per chunk; ``None`` chooses so that the ``(chunk, n_clusters)``
         score tile is about 1 MiB. Memory, not the result, depends on it.

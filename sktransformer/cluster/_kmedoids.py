@@ -54,7 +54,8 @@ class TransformerKMedoids(BaseCircuitClustering):
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization and the Gumbel draws.
     verbose : int, default=0
-        Print the inertia after each layer.
+        1: a progress bar over the layers and the reason for stopping; 2: also the
+        inertia after each layer (logged to the "sktransformer" logger).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 

@@ -56,7 +56,8 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization.
     verbose : int, default=0
-        Print the trimmed inertia after each layer.
+        1: a progress bar over the layers and the reason for stopping; 2: also the
+        trimmed inertia after each layer (logged to the "sktransformer" logger).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 

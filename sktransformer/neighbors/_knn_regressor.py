@@ -71,6 +71,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` (initial projection, minibatches, sampling).
     verbose : int, default=0
+        1: a progress bar over the steps; 2: also the loss of each step (logged).
 
     Attributes
     ----------
