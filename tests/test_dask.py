@@ -23,6 +23,7 @@ def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
+            client.wait_for_workers(2, timeout=60)
             yield client
 
 
