@@ -33,7 +33,7 @@ from ..utils import (
     to_numpy,
     to_tensor,
 )
-from ._encoder import build
+from ._encoder import build, masked_mean
 from ._linear import POSITIVE_MAPS
 
 
@@ -256,9 +256,6 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         if len(self.classes_) < 2:
             raise ValueError(f"Classification needs at least 2 classes; the data has "
                              f"{len(self.classes_)} class.")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be a multiple of "
-                             f"n_heads={self.n_heads}.")
         labels = to_tensor(y_index.astype(np.int64), device)
         self.model_ = build(generator, device, n_classes=len(self.classes_),
                             max_len=x.shape[1],
@@ -358,8 +355,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             with torch.no_grad():
                 h = block.norm1(self._logits(x, mask, upto=i))
                 q, _ = attention.queries_keys(h)  # (B, H, L, dh)
-                m = mask[:, None, :, None].to(q.dtype)
-                pooled = (q * m).sum(2) / m.sum(2).clamp(min=1.0)  # (B, H, dh)
+                pooled = masked_mean(q, mask[:, None, :, None], 2)  # (B, H, dh)
             samples = pooled.reshape(-1, pooled.shape[-1]).double()
             targets = Y.repeat_interleave(pooled.shape[1], dim=0)
             W = attention.particles.double()

@@ -6,8 +6,13 @@ import math
 import torch
 from torch import nn
 
-from ..kernels._features import initial_particles
 from ._linear import KernelAttention
+
+
+def masked_mean(h, mask, dim):
+    """Mean of ``h`` over ``dim`` where ``mask`` (broadcast to ``h``) is True."""
+    m = mask.to(h.dtype)
+    return (h * m).sum(dim) / m.sum(dim).clamp(min=1.0)
 
 
 class Block(nn.Module):
@@ -59,10 +64,7 @@ class SequenceEncoder(nn.Module):
             if i == upto:
                 return h
             h = block(h, mask)
-        h = self.norm(h)
-        m = mask.unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)
-        return self.head(pooled)
+        return self.head(masked_mean(self.norm(h), mask.unsqueeze(-1), 1))
 
 
 def build(generator, device, **kwargs):
@@ -90,7 +92,5 @@ def build(generator, device, **kwargs):
                 module.weight.fill_(1.0)
                 module.bias.zero_()
             elif isinstance(module, KernelAttention):
-                W, _ = initial_particles(module.kernel, *module.particles.shape, gamma=1.0,
-                                         generator=generator, dtype=torch.float32)
-                module.particles.copy_(W.to(device))
+                module.reset_particles(generator)
     return model

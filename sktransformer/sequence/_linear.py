@@ -101,12 +101,17 @@ class KernelAttention(torch.nn.Module):
         self.key = self.query if tie_qk else torch.nn.Linear(d_model, d_model)
         self.value = torch.nn.Linear(d_model, d_model)
         self.out = torch.nn.Linear(d_model, d_model)
-        if generator is None:  # set later (phase A, or the encoder's initialization)
-            W = torch.zeros(n_features, self.d_head)
-        else:
-            W, _ = initial_particles(kernel, n_features, self.d_head, gamma=1.0,
-                                     generator=generator, dtype=torch.float32)
-        self.register_buffer("particles", W.to(self.query.weight.device))
+        self.register_buffer("particles", torch.zeros(n_features, self.d_head,
+                                                      device=self.query.weight.device))
+        if generator is not None:
+            self.reset_particles(generator)
+
+    @torch.no_grad()
+    def reset_particles(self, generator):
+        """Draw the particles afresh from ``generator`` (orthogonal Gaussian rows)."""
+        W, _ = initial_particles(self.kernel, *self.particles.shape, gamma=1.0,
+                                 generator=generator, dtype=self.particles.dtype)
+        self.particles.copy_(W.to(self.particles.device))
 
     def _split(self, x):
         B, L, _ = x.shape
