@@ -109,9 +109,11 @@ def test_softmax_block_is_scaled_dot_product_attention_and_qk_tying():
     torch.testing.assert_close(block(x), expected)
 
 
-def test_an_all_padding_sequence_gives_finite_outputs_and_gradients():
+@pytest.mark.parametrize("attention", ["kernel", "softmax"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_an_all_padding_sequence_gives_finite_outputs_and_gradients(attention, causal):
     g = torch.Generator().manual_seed(0)
-    block = KernelAttention(8, 2, 8, generator=g)
+    block = KernelAttention(8, 2, 8, attention=attention, causal=causal, generator=g)
     x = torch.randn(2, 5, 8, generator=g, requires_grad=True)
     mask = torch.ones(2, 5, dtype=torch.bool)
     mask[1] = False
