@@ -9,9 +9,19 @@ models.
 
 import math
 
+import numpy as np
 import torch
 
 FEATURE_MAPS = ("rff", "rff_cossin", "favor+", "porf", "softmax")
+
+
+def resolve_gamma(gamma, X):
+    """``gamma="scale"`` is ``1 / (n_features * X.var())`` (scikit-learn's SVC and
+    RBFSampler), 1 for constant X; a number is used as it is."""
+    if isinstance(gamma, str):  # "scale"
+        var = float(np.var(X, dtype=np.float64))
+        return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+    return float(gamma)
 
 
 def n_particles(kernel, n_components):
@@ -82,6 +92,32 @@ def features(kernel, X, W, b, *, offset=0.0):
     if kernel == "softmax":
         return torch.softmax(z, dim=-1)
     raise ValueError(f"Unknown kernel {kernel!r}; choose one of {FEATURE_MAPS}.")
+
+
+def features_pullback(kernel, X, W, b, Phi, d_phi, *, offset=0.0):
+    """``dL/dW`` from ``dL/dPhi`` (``d_phi``) for ``Phi = features(kernel, X, W, b)``.
+
+    Each map is ``Phi = f(X~ W^T)`` elementwise (softmax: along the feature axis), so the
+    gradient is ``(d_phi * f'(Z))^T X~``; ``Phi`` is passed in to reuse it.
+    """
+    N = W.shape[0]
+    if kernel == "rff":
+        dz = d_phi * (-math.sqrt(2.0 / N)) * torch.sin(X @ W.T + b)
+        return dz.T @ X
+    if kernel == "rff_cossin":
+        cos, sin = Phi[..., :N], Phi[..., N:]  # already divided by sqrt(N)
+        dz = sin * -d_phi[..., :N] + cos * d_phi[..., N:]
+        return dz.T @ X
+    x = X * X.shape[-1] ** -0.25
+    if kernel == "favor+":
+        dz = d_phi * Phi
+    elif kernel == "porf":
+        dz = d_phi * torch.sigmoid(x @ W.T) / math.sqrt(N)
+    elif kernel == "softmax":
+        dz = Phi * (d_phi - (d_phi * Phi).sum(-1, keepdim=True))
+    else:
+        raise ValueError(f"Unknown kernel {kernel!r}; choose one of {FEATURE_MAPS}.")
+    return dz.T @ x
 
 
 def _favor_exponent(X, W):

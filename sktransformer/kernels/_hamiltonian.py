@@ -4,9 +4,15 @@
 ``s``-energy ``W_s(z) = (||z||^2 + eps^2)^(-s/2)`` (``s = 0``: ``-log(||z||^2 + eps^2) / 2``).
 The alignment is computed from the features, never from the ``n x n`` kernel matrix:
 ``y^T K y = ||Phi^T y||^2``.
+
+:func:`hamiltonian` is the definition (autograd can differentiate it); :func:`potential`
+returns the same value with its gradient in closed form, a few matrix products per step
+instead of an autograd graph: what the dynamics run on.
 """
 
 import torch
+
+from ._features import features, features_pullback
 
 ALIGNMENTS = ("uncentered", "centered", "normalized")
 
@@ -39,16 +45,86 @@ def alignment(Phi, Y, kind="centered"):
 
 
 def riesz_energy(W, s=1.0, eps=1e-3):
-    """``1 / (2 N^2) sum_{j != k} W_s(w_j - w_k)`` (times lambda in the Hamiltonian)."""
+    """``1 / (2 N^2) sum_{j != k} W_s(w_j - w_k)`` (times lambda in the Hamiltonian).
+
+    Computed in float64 from the Gram matrix (``N x N``, never ``N x N x d``)."""
     N = W.shape[0]
-    sq = (W.unsqueeze(1) - W.unsqueeze(0)).square().sum(-1) + eps**2
+    W = W.double()
+    norms = W.square().sum(1)
+    sq = (norms.unsqueeze(1) + norms.unsqueeze(0) - 2 * W @ W.T).clamp(min=0) + eps**2
     pair = -0.5 * torch.log(sq) if s == 0 else sq.pow(-s / 2)
-    off = ~torch.eye(N, dtype=torch.bool, device=W.device)
-    return pair[off].sum() / (2 * N**2)
+    pair = pair.masked_fill(torch.eye(N, dtype=torch.bool, device=W.device), 0.0)
+    return pair.sum() / (2 * N**2)
 
 
 def hamiltonian(Phi, Y, W, *, repulsion, s=1.0, eps=1e-3, kind="centered"):
     """``H = -A + lambda E_s``; returns ``(H, A, E_s)`` as tensors."""
     a = alignment(Phi, Y, kind)
-    e = riesz_energy(W, s, eps)
+    e = riesz_energy(W, s, eps).to(a.dtype)
     return -a + repulsion * e, a, e
+
+
+def alignment_grad(Phi, Y, kind="centered"):
+    """``(A, dA/dPhi)``: :func:`alignment` and its gradient in the features, closed form.
+
+    With ``M = Phi_c^T Y_c``: uncentered and centered ``dA = 2 Y M^T / n^2`` (centered
+    targets have zero column means, so the centering of ``Phi`` drops out); normalized
+    also divides by the norms and removes the part along ``Phi_c G``, ``G = Phi_c^T Phi_c``.
+    """
+    n = Phi.shape[0]
+    if kind != "uncentered":
+        Phi = Phi - Phi.mean(0)
+        Y = Y - Y.mean(0)
+    M = Phi.T @ Y
+    value = M.square().sum() / n**2
+    grad = (2.0 / n**2) * (Y @ M.T)
+    if kind == "normalized":
+        G = Phi.T @ Phi
+        g_norm = G.norm()
+        y_norm = (Y.T @ Y).norm() / n
+        denominator = (g_norm / n * y_norm).clamp(min=torch.finfo(Phi.dtype).tiny)
+        value = value / denominator
+        grad = (grad - value * y_norm * (2.0 / n) * (Phi @ G) /
+                g_norm.clamp(min=torch.finfo(Phi.dtype).tiny)) / denominator
+    return value, grad
+
+
+def riesz_grad(W, s=1.0, eps=1e-3):
+    """``(E_s, dE_s/dW)``: :func:`riesz_energy` and its gradient, closed form (float64).
+
+    ``dE/dw_j = (2 / N^2) sum_k g'(d_jk) (w_j - w_k)`` with ``g`` the pair energy as a
+    function of the softened squared distance ``d_jk``."""
+    N = W.shape[0]
+    W64 = W.double()
+    norms = W64.square().sum(1)
+    sq = (norms.unsqueeze(1) + norms.unsqueeze(0) - 2 * W64 @ W64.T).clamp(min=0) + eps**2
+    eye = torch.eye(N, dtype=torch.bool, device=W.device)
+    if s == 0:
+        pair, slope = -0.5 * torch.log(sq), -0.5 / sq
+    else:
+        pair = sq.pow(-s / 2)
+        slope = (-s / 2) * pair / sq
+    pair, slope = pair.masked_fill(eye, 0.0), slope.masked_fill(eye, 0.0)
+    grad = (2.0 / N**2) * (slope.sum(1, keepdim=True) * W64 - slope @ W64)
+    return pair.sum() / (2 * N**2), grad.to(W.dtype)
+
+
+def potential(kernel, X, U, b, Y, *, scale=1.0, offset=0.0, repulsion=0.1, s=1.0, eps=1e-3,
+              kind="centered"):
+    """``(H, A, E_s, dH/dU)`` for the particles ``W = scale * U``, closed form.
+
+    ``A`` is the alignment of ``features(kernel, X, W, b, offset=offset)`` with ``Y``
+    (``offset`` held fixed) and ``E_s`` the repulsion between the rows of ``U``: with
+    ``scale = 1`` this is ``hamiltonian(...)`` and its gradient; a separate ``scale`` (the
+    learned bandwidth) keeps the repulsion in the particles' own units. The alignment's
+    gradient in the features is pulled back by the feature map's derivative.
+    """
+    W = U * scale
+    Phi = features(kernel, X, W, b, offset=offset)
+    a, d_phi = alignment_grad(Phi, Y, kind)
+    grad = -scale * features_pullback(kernel, X, W, b, Phi, d_phi, offset=offset)
+    e, d_rep = riesz_grad(U, s, eps)  # recorded even without repulsion (a diagnostic)
+    e = e.to(a.dtype)
+    if repulsion:
+        grad = grad + repulsion * d_rep
+    return -a + repulsion * e, a, e, grad

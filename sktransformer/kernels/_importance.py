@@ -12,12 +12,12 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..attention import sparsemax
-from ..utils import make_generator, to_numpy, to_tensor
-from ._features import features, initial_particles
+from ..utils import chunk_rows, iter_chunks, make_generator, to_numpy, to_tensor
+from ._features import features, initial_particles, resolve_gamma
 from ._hamiltonian import target_codes
 from ._particles import _validate_targets
 
@@ -65,8 +65,9 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     ----------
     n_components : int, default=64
         Output features.
-    gamma : float, default=1.0
-        RBF width of the candidates: ``w ~ N(0, 2 gamma I)``.
+    gamma : "scale" or float, default="scale"
+        RBF width of the candidates: ``w ~ N(0, 2 gamma I)``; ``"scale"`` is
+        ``1 / (n_features * X.var())``, as in scikit-learn's SVC.
     n_candidates : int or None, default=None
         Candidate frequencies; ``None`` is ``10 * n_components``.
     rho : float, default=1.0
@@ -81,6 +82,8 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     offsets_ : ndarray of shape (n_components,)
     weights_ : ndarray of shape (n_candidates,)
         The tilted distribution ``q``.
+    gamma_ : float
+        The RBF width used (``"scale"`` resolved).
     classes_ : ndarray of shape (n_classes,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -90,19 +93,19 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
     >>> from sklearn.datasets import make_moons
     >>> from sktransformer.kernels import ImportanceSampledRFF
     >>> X, y = make_moons(200, noise=0.1, random_state=0)
-    >>> ImportanceSampledRFF(16, gamma=2.0, random_state=0).fit_transform(X, y).shape
+    >>> ImportanceSampledRFF(16, random_state=0).fit_transform(X, y).shape
     (200, 16)
     """
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "gamma": [StrOptions({"scale"}), Interval(Real, 0, None, closed="neither")],
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
         "rho": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components=64, *, gamma=1.0, n_candidates=None, rho=1.0,
+    def __init__(self, n_components=64, *, gamma="scale", n_candidates=None, rho=1.0,
                  random_state=None):
         self.n_components = n_components
         self.gamma = gamma
@@ -133,12 +136,16 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.classes_, y_index = _validate_targets(y)
         generator = make_generator(self.random_state, device="cpu")
         n_candidates = self.n_candidates or 10 * self.n_components
-        W, b = initial_particles("rff", n_candidates, X.shape[1], gamma=self.gamma,
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        W, b = initial_particles("rff", n_candidates, X.shape[1], gamma=self.gamma_,
                                  generator=generator)
-        Xt = torch.as_tensor(X, dtype=torch.float64)
         Y = target_codes(torch.as_tensor(y_index), len(self.classes_))
-        Phi = torch.cos(Xt @ W.T + b)  # per-candidate feature, unscaled
-        scores = (Phi.T @ Y / len(X)).square().sum(1)
+        aligned = torch.zeros(n_candidates, Y.shape[1], dtype=torch.float64)
+        with torch.inference_mode():
+            for rows in iter_chunks(len(X), chunk_rows(len(X), n_candidates)):
+                Phi = torch.cos(torch.as_tensor(X[rows], dtype=torch.float64) @ W.T + b)
+                aligned += Phi.T @ Y[rows]  # per-candidate feature, unscaled
+        scores = (aligned / len(X)).square().sum(1)
         q = chi_square_tilt(scores, self.rho)
         pick = torch.multinomial(q, self.n_components, replacement=True, generator=generator)
         self.weights_ = to_numpy(q)

@@ -20,20 +20,24 @@ def pairwise_distances(W):
     N = W.shape[0]
     if N < 2:
         return math.inf, math.inf
-    d = torch.cdist(W, W, compute_mode="donot_use_mm_for_euclid_dist")
-    off = d[~torch.eye(N, dtype=torch.bool, device=W.device)]
-    return float(off.min()), float(off.mean())
+    d = torch.cdist(W, W).masked_fill(torch.eye(N, dtype=torch.bool, device=W.device),
+                                      math.inf)
+    return float(d.min()), float(d.masked_fill(d == math.inf, 0).sum() / (N * (N - 1)))
 
 
-def langevin(energy, W, *, n_samples, n_iter, step_size, beta=math.inf, radius=None,
-             batch_size=None, generator, verbose=0, progress=None):
+def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radius=None,
+             batch_size=None, generator, verbose=0, progress=None, validate=None,
+             validate_every=10):
     """Run ``n_iter`` steps of ``w_k <- Proj(w_k - eta N dH/dw_k + sqrt(2 eta / beta) xi)``.
 
-    ``energy(W, rows)`` returns ``(H, alignment, repulsion)`` on the data rows ``rows`` (a
-    minibatch of ``batch_size``, drawn from ``generator`` each step; all rows when None).
+    ``potential(W, rows)`` returns ``(H, alignment, repulsion, dH/dW)`` on the data rows
+    ``rows`` (a minibatch of ``batch_size``, drawn from ``generator`` each step; all rows
+    when None), e.g. :func:`~sktransformer.kernels._hamiltonian.potential`.
     The gradient is taken per particle in the mean-field scaling (``N dH/dw_k``, the
     gradient of the particle's own potential), so ``step_size`` does not depend on ``N``.
-    ``beta = inf`` is projected gradient descent.
+    ``beta = inf`` is projected gradient descent. ``validate(W, step)``, when given, is
+    called before the first step, every ``validate_every`` steps and after the last (it may
+    change what ``potential`` computes, e.g. a global scale of the particles).
 
     Returns
     -------
@@ -45,36 +49,32 @@ def langevin(energy, W, *, n_samples, n_iter, step_size, beta=math.inf, radius=N
     history = {name: [] for name in
                ("alignment", "repulsion", "hamiltonian", "min_distance", "mean_distance")}
     noise = 0.0 if math.isinf(beta) else math.sqrt(2 * step_size / beta)
-
-    def record(h, a, e, W):
+    W = W.detach()
+    for step in range(n_iter + 1):
+        rows = None
+        if batch_size is not None and batch_size < n_samples:
+            rows = torch.randperm(n_samples, generator=generator,
+                                  device=generator.device)[:batch_size].to(W.device)
+        if validate is not None and (step % validate_every == 0 or step == n_iter):
+            validate(W, step)
+        h, a, e, grad = potential(W, rows)
         history["hamiltonian"].append(float(h))
         history["alignment"].append(float(a))
         history["repulsion"].append(float(e))
         low, mean = pairwise_distances(W)
         history["min_distance"].append(low)
         history["mean_distance"].append(mean)
-
-    for step in range(n_iter + 1):
-        rows = None
-        if batch_size is not None and batch_size < n_samples:
-            rows = torch.randperm(n_samples, generator=generator,
-                                  device=generator.device)[:batch_size].to(W.device)
-        W = W.detach().requires_grad_(True)
-        h, a, e = energy(W, rows)
-        record(h.detach(), a.detach(), e.detach(), W.detach())
         if step == n_iter:
             break
-        (grad,) = torch.autograd.grad(h, W)
-        with torch.no_grad():
-            W = W - step_size * N * grad
-            if noise:
-                xi = torch.randn(W.shape, generator=generator, dtype=W.dtype,
-                                 device=generator.device).to(W.device)
-                W = W + noise * xi
-            W = project_to_ball(W, radius)
+        W = W - step_size * N * grad
+        if noise:
+            xi = torch.randn(W.shape, generator=generator, dtype=W.dtype,
+                             device=generator.device).to(W.device)
+            W = W + noise * xi
+        W = project_to_ball(W, radius)
         if progress is not None:
             progress.update(1)
         if verbose > 1:
             logger.info(f"step {step}: H {history['hamiltonian'][-1]:.6g}, "
                         f"alignment {history['alignment'][-1]:.6g}")
-    return W.detach(), history
+    return W, history

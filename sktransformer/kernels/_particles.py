@@ -20,15 +20,31 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..utils import logs_verbosely, make_generator, resolve_device, to_numpy, to_tensor
-from ._features import FEATURE_MAPS, favor_offset, features, initial_particles, n_particles
-from ._hamiltonian import ALIGNMENTS, hamiltonian, target_codes
+from ..utils import (
+    logger,
+    logs_verbosely,
+    make_generator,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
+from ._features import (
+    FEATURE_MAPS,
+    favor_offset,
+    features,
+    initial_particles,
+    n_particles,
+    resolve_gamma,
+)
+from ._hamiltonian import ALIGNMENTS, potential, target_codes
 from ._langevin import langevin
+from ._selection import choose_C, ridge_validation_error, validation_split
 
 _PARTICLE_PARAMS = {
     "n_components": [Interval(Integral, 1, None, closed="left")],
     "kernel": [StrOptions(set(FEATURE_MAPS))],
-    "gamma": [Interval(Real, 0, None, closed="neither")],
+    "gamma": [StrOptions({"scale"}), Interval(Real, 0, None, closed="neither")],
+    "learn_bandwidth": ["boolean"],
     "alignment": [StrOptions(set(ALIGNMENTS))],
     "repulsion": [Interval(Real, 0, None, closed="left")],
     "s": [Interval(Real, 0, None, closed="left")],
@@ -38,6 +54,7 @@ _PARTICLE_PARAMS = {
     "beta": [Interval(Real, 0, None, closed="right")],
     "radius": [StrOptions({"auto"}), None, Interval(Real, 0, None, closed="neither")],
     "batch_size": [None, Interval(Integral, 1, None, closed="left")],
+    "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
     "device": [str, torch.device],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
@@ -51,11 +68,15 @@ _PARAMS_DOC = """
         The feature map ``phi(x; w)``: random Fourier features ``sqrt(2/N) cos(w.x + b)``
         (scikit-learn's ``RBFSampler``), the cos/sin pair, FAVOR+ positive features,
         PORF-softplus, or softmax features (see ``sktransformer.kernels._features``).
-    gamma : float, default=1.0
+    gamma : "scale" or float, default="scale"
         Initial RBF width for the Fourier maps: particles start as ``N(0, 2 gamma I)``,
-        ``RBFSampler(gamma)``'s features. The positive maps start from orthogonal Gaussian
-        rows and ignore it.
-    alignment : {"uncentered", "centered", "normalized"}, default="centered"
+        ``RBFSampler(gamma)``'s features. ``"scale"`` is ``1 / (n_features * X.var())``, as
+        in scikit-learn's SVC. The positive maps start from orthogonal Gaussian rows.
+    learn_bandwidth : bool, default=True
+        Learn a global scale of the particles (the kernel's bandwidth) on held-out rows: a
+        search over ``2^-5 .. 2^5`` times the start before the dynamics, then a move by a
+        factor of 2 up, down or none at every validation. ``False`` keeps ``gamma``.
+    alignment : {"uncentered", "centered", "normalized"}, default="normalized"
         The kernel-target alignment climbed (normalized = centered and scale-free).
     repulsion : float, default=0.1
         Strength ``lambda`` of the Riesz repulsion between particles.
@@ -63,29 +84,38 @@ _PARAMS_DOC = """
         Riesz exponent (``0``: logarithmic; ``p - 2`` is Coulomb in dimension ``p``).
     eps : float, default=1e-3
         Softening of the repulsion at zero distance.
-    n_iter : int, default=200
-        Langevin steps (0 keeps the initial, RBFSampler-like particles).
-    step_size : float, default=0.5
-        ``eta``; the drift is ``eta N dH/dw_k`` (mean-field scaling, so it does not depend
-        on ``n_components``).
+    n_iter : int, default=50
+        Langevin steps (0 keeps the initial random particles, at the learned bandwidth).
+    step_size : float, default=2.0
+        ``eta``, in units of the initial particles' spread: the particles move as
+        ``u = w / (sqrt(2 gamma) scale)`` with drift ``eta N dH/du_k`` (mean-field scaling,
+        so it depends on neither ``n_components`` nor the data's scale).
     beta : float, default=inf
         Inverse temperature of the Langevin noise ``sqrt(2 eta / beta) xi``; ``inf`` is
         projected gradient descent.
     radius : "auto", float or None, default="auto"
-        Radius ``R`` of the ball the particles are projected onto; ``"auto"`` is three times
-        the root-mean-square norm of the initial particles, ``None`` no projection.
+        Radius ``R`` of the ball (in the units of ``step_size``) the particles are projected
+        onto; ``"auto"`` is three times the root-mean-square norm of the initial particles,
+        ``None`` no projection.
     batch_size : int or None, default=None
         Samples per Langevin step (a fresh minibatch each step); ``None``: all of them.
+    validation_fraction : float, default=0.2
+        Share of the samples (stratified) held out from the dynamics. Every 10 steps the
+        particles are scored by the validation error of a ridge regression of the labels on
+        their features; the best particles are kept (early stopping) and the bandwidth is
+        chosen by the same score.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         Where the dynamics run; fitted state is numpy.
     random_state : int, RandomState instance or None, default=None
-        Seeds a local ``torch.Generator`` (initial particles, minibatches, noise).
+        Seeds a local ``torch.Generator`` (split, initial particles, minibatches, noise).
     verbose : int, default=0
         A progress bar over the Langevin steps."""
 
 # Reconstructed choices: the full paper was not available; every choice above that is not
 # in its abstract (the Hamiltonian's exact form, the mean-field step scaling, the positive
-# feature maps' details) is a parameter with a sensible default.
+# feature maps' details, the held-out selection) is a parameter with a default.
+_VALIDATE_EVERY = 10
+_SEARCH = tuple(2.0 ** k for k in range(-5, 6))  # the bandwidth search, scale multipliers
 
 
 def _validate_targets(y):
@@ -105,8 +135,14 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     particles (the features' parameters ``w_k``) by projected Langevin dynamics on the
     Hamiltonian ``H = -A + lambda E_s``: ``A`` is the kernel-target alignment of the kernel
     ``K(x, x') = phi(x) . phi(x')`` with the labels, ``E_s`` a Riesz (Coulomb) repulsion that
-    keeps the particles apart (Badiei Khuzani et al., 2026). ``transform`` returns the
-    features of the learned particles.
+    keeps the particles apart (Badiei Khuzani et al., 2026). The alignment is climbed on
+    the training rows only; ``validation_fraction`` of the rows choose the kernel's
+    bandwidth (a global scale of the particles that moves with them) and which particles
+    are kept, so that the features cannot simply fit the training labels. ``transform``
+    returns the features of the kept particles.
+
+    ``fit(X)`` without labels has nothing to align with: it draws the initial random
+    features at ``gamma`` (RBFSampler's fixed features) and learns nothing.
 
     Parameters
     ----------""" + _PARAMS_DOC + """
@@ -114,44 +150,55 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     Attributes
     ----------
     particles_ : ndarray of shape (n_particles, `n_features_in_`)
+        In X's dtype.
     offsets_ : ndarray of shape (n_particles,)
         The phases ``b`` of ``"rff"`` (unused by the other maps).
     offset_ : float
         The exponent shift of ``"favor+"`` (0 for the other maps).
+    gamma_ : float
+        The initial RBF width (``gamma``, with ``"scale"`` resolved).
+    scale_ : float
+        The learned global scale: ``particles_ = scale_ * sqrt(2 gamma_) * u`` for the
+        Fourier maps (an RBF width of ``scale_**2 * gamma_`` at the start of the dynamics).
+    best_iter_ : int
+        The Langevin step whose particles were kept (0: the initial ones).
     history_ : dict of lists
         Per Langevin step: ``alignment``, ``repulsion``, ``hamiltonian``, ``min_distance``
-        and ``mean_distance`` between particles (the last entry after the last step).
+        and ``mean_distance`` between particles (the last entry after the last step); per
+        validation: ``validation_step``, ``validation_error``, ``scale``.
     classes_ : ndarray of shape (n_classes,)
+        Only when fitted with labels.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
     See Also
     --------
     ParticleKernelClassifier : These features and a linear model.
-    sklearn.kernel_approximation.RBFSampler : The fixed random features (``n_iter=0``).
+    sklearn.kernel_approximation.RBFSampler : The fixed random features.
 
     Examples
     --------
     >>> from sklearn.datasets import make_moons
     >>> from sktransformer.kernels import ParticleKernelSampler
     >>> X, y = make_moons(200, noise=0.1, random_state=0)
-    >>> sampler = ParticleKernelSampler(32, gamma=2.0, random_state=0, device="cpu")
+    >>> sampler = ParticleKernelSampler(32, random_state=0, device="cpu")
     >>> Z = sampler.fit_transform(X, y)
     >>> Z.shape
     (200, 32)
-    >>> sampler.history_["alignment"][-1] > sampler.history_["alignment"][0]
-    True
+    >>> round(sampler.gamma_, 4)  # "scale": 1 / (n_features * X.var())
+    0.9536
     """
 
     _parameter_constraints = dict(_PARTICLE_PARAMS)
 
-    def __init__(self, n_components=64, *, kernel="rff", gamma=1.0, alignment="centered",
-                 repulsion=0.1, s=1.0, eps=1e-3, n_iter=200, step_size=0.5, beta=math.inf,
-                 radius="auto", batch_size=None, device="auto", random_state=None,
-                 verbose=0):
+    def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
+                 alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
+                 step_size=2.0, beta=math.inf, radius="auto", batch_size=None,
+                 validation_fraction=0.2, device="auto", random_state=None, verbose=0):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
+        self.learn_bandwidth = learn_bandwidth
         self.alignment = alignment
         self.repulsion = repulsion
         self.s = s
@@ -161,66 +208,126 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.beta = beta
         self.radius = radius
         self.batch_size = batch_size
+        self.validation_fraction = validation_fraction
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
     @logs_verbosely
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Learn the particles from labeled data.
+    def fit(self, X, y=None):
+        """Learn the particles from labeled data (or draw fixed ones without labels).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-            Class labels (two or more classes).
+        y : array-like of shape (n_samples,) or None
+            Class labels (two or more classes). ``None``: RBFSampler's fixed features.
 
         Returns
         -------
         self : ParticleKernelSampler
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        self.classes_, y_index = _validate_targets(y)
-        n_particles_ = n_particles(self.kernel, self.n_components)
+        return self._fit(X, y)
+
+    def _fit(self, X, y, split=None, generator=None):
+        """``fit``'s guts; the classifier passes its own split and generator."""
         device = resolve_device(self.device)
-        generator = make_generator(self.random_state, device=device)
-        Xt = to_tensor(X, device, dtype=torch.float64)
-        Y = target_codes(torch.as_tensor(y_index, device=device), len(self.classes_))
-        W, b = initial_particles(self.kernel, n_particles_, X.shape[1], gamma=self.gamma,
-                                 generator=generator)
-        W, b = W.to(device), b.to(device)
-        radius = self.radius
-        if radius == "auto":
-            radius = 3.0 * float(W.square().sum(1).mean().sqrt())
-        offset = favor_offset(Xt, W) if self.kernel == "favor+" else 0.0
-
-        def energy(W, rows):
-            Xb, Yb = (Xt, Y) if rows is None else (Xt[rows], Y[rows])
-            Phi = features(self.kernel, Xb, W, b, offset=offset)
-            return hamiltonian(Phi, Yb, W, repulsion=self.repulsion, s=self.s, eps=self.eps,
-                               kind=self.alignment)
-
-        with tqdm(total=self.n_iter, disable=not self.verbose,
-                  desc="particles (Langevin)") as bar:
-            W, self.history_ = langevin(energy, W, n_samples=len(X), n_iter=self.n_iter,
-                                        step_size=self.step_size, beta=self.beta,
-                                        radius=radius, batch_size=self.batch_size,
-                                        generator=generator, progress=bar)
-        if not torch.isfinite(W).all():
-            raise FloatingPointError("The particles diverged (non-finite values); lower "
-                                     "step_size or set a finite radius.")
-        self.particles_ = to_numpy(W)
-        self.offsets_ = to_numpy(b)
+        if generator is None:
+            generator = make_generator(self.random_state, device=device)
+        if y is None:
+            X = validate_data(self, X, dtype=[np.float64, np.float32])
+        else:
+            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            self.classes_, y_index = _validate_targets(y)
+        dtype = torch.float32 if X.dtype == np.float32 else torch.float64
+        Xt = to_tensor(X, device, dtype=dtype)
+        self.gamma_ = resolve_gamma(self.gamma, X)
+        U, b = initial_particles(self.kernel, n_particles(self.kernel, self.n_components),
+                                 X.shape[1], gamma=0.5, generator=generator, dtype=dtype)
+        base = math.sqrt(2 * self.gamma_) if self.kernel in ("rff", "rff_cossin") else 1.0
+        self.scale_, self.best_iter_, self.history_ = 1.0, 0, {}
+        if y is not None:
+            if split is None:
+                split = validation_split(y_index, self.validation_fraction,
+                                         _cpu_generator(generator))
+            Y = target_codes(torch.as_tensor(y_index, device=device), len(self.classes_),
+                             dtype=dtype)
+            U = self._learn(Xt, Y, U, b, base, split, generator)
+        W = U * (base * self.scale_)
+        self.particles_ = to_numpy(W).astype(X.dtype, copy=False)
+        self.offsets_ = to_numpy(b).astype(X.dtype, copy=False)
         self.offset_ = float(favor_offset(Xt, W)) if self.kernel == "favor+" else 0.0
         self._n_features_out = self.n_components
         return self
+
+    def _phi(self, X, U, b, scale, reference):
+        """Features at particles ``U * scale`` (base included); favor+'s shift from
+        ``reference`` rows, so that the training and validation features agree."""
+        W = U * scale
+        offset = favor_offset(reference, W.detach()) if self.kernel == "favor+" else 0.0
+        return features(self.kernel, X, W, b, offset=offset)
+
+    def _learn(self, X, Y, U, b, base, split, generator):
+        """The dynamics on the training rows, the selection on the validation rows."""
+        train, val = (torch.as_tensor(rows, device=X.device) for rows in split)
+        X_train, Y_train, X_val, Y_val = X[train], Y[train], X[val], Y[val]
+
+        def score(U, scale):
+            scale = base * scale
+            return ridge_validation_error(
+                self._phi(X_train, U, b, scale, X_train), Y_train,
+                self._phi(X_val, U, b, scale, X_train), Y_val)
+
+        scale = 1.0
+        if self.learn_bandwidth:
+            errors = [score(U, m) for m in _SEARCH]
+            scale = _SEARCH[int(np.argmin(errors))]
+        record = {"validation_step": [], "validation_error": [], "scale": []}
+        best = {"error": math.inf, "U": U, "scale": scale, "step": 0}
+
+        def validate(U, step):
+            nonlocal scale
+            candidates = ((scale / 2, scale, scale * 2) if self.learn_bandwidth and step > 0
+                          else (scale,))
+            errors = [score(U, c) for c in candidates]
+            j = int(np.argmin(errors))
+            scale = candidates[j]
+            record["validation_step"].append(step)
+            record["validation_error"].append(errors[j])
+            record["scale"].append(scale)
+            if errors[j] < best["error"]:
+                best.update(error=errors[j], U=U.clone(), scale=scale, step=step)
+
+        def drift(U, rows):
+            Xb, Yb = (X_train, Y_train) if rows is None else (X_train[rows], Y_train[rows])
+            offset = (favor_offset(Xb, U * (base * scale)) if self.kernel == "favor+"
+                      else 0.0)
+            return potential(self.kernel, Xb, U, b, Yb, scale=base * scale, offset=offset,
+                             repulsion=self.repulsion, s=self.s, eps=self.eps,
+                             kind=self.alignment)
+
+        radius = self.radius
+        if radius == "auto":
+            radius = 3.0 * float(U.square().sum(1).mean().sqrt())
+        with tqdm(total=self.n_iter, disable=not self.verbose,
+                  desc="particles (Langevin)") as bar:
+            _, history = langevin(drift, U, n_samples=len(train), n_iter=self.n_iter,
+                                  step_size=self.step_size, beta=self.beta, radius=radius,
+                                  batch_size=self.batch_size, generator=generator,
+                                  progress=bar, validate=validate,
+                                  validate_every=_VALIDATE_EVERY)
+        if not all(math.isfinite(h) for h in history["hamiltonian"]):
+            logger.warning("The particles diverged (non-finite energy); the best particles "
+                           "before that are kept. Lower step_size or set a radius.")
+        self.history_ = {**history, **record}
+        self.scale_, self.best_iter_ = best["scale"], best["step"]
+        return best["U"]
 
     def transform(self, X):
         """The features of the learned particles.
@@ -232,23 +339,36 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         Returns
         -------
         Z : ndarray of shape (n_samples, n_components)
+            In X's dtype.
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         device = resolve_device(self.device, fallback=True)
+        dtype = torch.float32 if X.dtype == np.float32 else torch.float64
         with torch.inference_mode():
-            Z = features(self.kernel, to_tensor(X, device, dtype=torch.float64),
-                         to_tensor(self.particles_, device), to_tensor(self.offsets_, device),
-                         offset=self.offset_)
+            Z = features(self.kernel, to_tensor(X, device, dtype=dtype),
+                         to_tensor(self.particles_, device, dtype=dtype),
+                         to_tensor(self.offsets_, device, dtype=dtype), offset=self.offset_)
         return to_numpy(Z).astype(X.dtype, copy=False)
+
+
+def _cpu_generator(generator):
+    """A CPU generator seeded from ``generator`` (for draws that must be on the CPU)."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    return torch.Generator().manual_seed(seed)
+
+
+def _logistic(C):
+    """The default Phase B model (Newton-CG: fast on the few, dense features)."""
+    return LogisticRegression(C=C, solver="newton-cg", max_iter=1000)
 
 
 def _estimator_has(attr):
     def check(self):
         if hasattr(self, "estimator_"):
             return hasattr(self.estimator_, attr)
-        return hasattr(self.estimator if self.estimator is not None else
-                       LogisticRegression(), attr)
+        return hasattr(self.estimator if self.estimator is not None else _logistic(1.0),
+                       attr)
     return check
 
 
@@ -256,13 +376,19 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
     __doc__ = """A linear classifier on Coulomb-particle kernel features.
 
     Phase A learns the particles (:class:`ParticleKernelSampler`) by alignment with the
-    labels plus repulsion; Phase B freezes them and fits ``estimator`` (a linear model) on
-    the features. Any number of classes.
+    labels plus repulsion, with the bandwidth and the kept particles chosen on a held-out
+    ``validation_fraction`` of the rows; Phase B freezes them and fits a linear model on the
+    features: by default a logistic regression whose ``C`` is chosen from ``Cs`` by the
+    log loss on the same held-out rows, then refitted on all of them. Any number of
+    classes.
 
     Parameters
     ----------""" + _PARAMS_DOC + """
+    Cs : sequence of float, default=(0.01, 0.1, 1, 10, 100, 1000)
+        The inverse regularizations tried for the default Phase B model.
     estimator : estimator or None, default=None
-        The Phase B model, cloned; ``None`` is ``LogisticRegression(max_iter=1000)``.
+        The Phase B model, cloned and fitted as it is; ``None`` is the logistic regression
+        above.
 
     Attributes
     ----------
@@ -270,6 +396,8 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         Phase A, fitted.
     estimator_ : estimator
         Phase B, fitted on ``sampler_.transform(X)``.
+    C_ : float or None
+        The chosen ``C`` of the default Phase B model (``None`` with ``estimator``).
     history_ : dict of lists
         ``sampler_.history_``.
     classes_ : ndarray of shape (n_classes,)
@@ -281,23 +409,26 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
     >>> from sklearn.datasets import make_moons
     >>> from sktransformer.kernels import ParticleKernelClassifier
     >>> X, y = make_moons(300, noise=0.15, random_state=0)
-    >>> clf = ParticleKernelClassifier(32, gamma=2.0, random_state=0, device="cpu")
+    >>> clf = ParticleKernelClassifier(32, random_state=0, device="cpu")
     >>> clf.fit(X, y).score(X, y) > 0.9
     True
     """
 
     _parameter_constraints = {
         **_PARTICLE_PARAMS,
+        "Cs": ["array-like"],
         "estimator": [None, HasMethods(["fit", "predict"])],
     }
 
-    def __init__(self, n_components=64, *, kernel="rff", gamma=1.0, alignment="centered",
-                 repulsion=0.1, s=1.0, eps=1e-3, n_iter=200, step_size=0.5, beta=math.inf,
-                 radius="auto", batch_size=None, estimator=None, device="auto",
-                 random_state=None, verbose=0):
+    def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
+                 alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
+                 step_size=2.0, beta=math.inf, radius="auto", batch_size=None,
+                 validation_fraction=0.2, Cs=(0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
+                 estimator=None, device="auto", random_state=None, verbose=0):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
+        self.learn_bandwidth = learn_bandwidth
         self.alignment = alignment
         self.repulsion = repulsion
         self.s = s
@@ -307,11 +438,14 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         self.beta = beta
         self.radius = radius
         self.batch_size = batch_size
+        self.validation_fraction = validation_fraction
+        self.Cs = Cs
         self.estimator = estimator
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
 
+    @logs_verbosely
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Phase A (particles) then Phase B (the linear model on frozen features).
@@ -326,13 +460,25 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         self : ParticleKernelClassifier
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        _validate_targets(y)
+        _, y_index = _validate_targets(y)
+        Cs = np.asarray(self.Cs, dtype=float).ravel()
+        if len(Cs) == 0 or not np.all(np.isfinite(Cs) & (Cs > 0)):
+            raise ValueError(f"Cs must be positive finite numbers, got {self.Cs!r}.")
         params = {name: getattr(self, name) for name in _PARTICLE_PARAMS}
-        self.sampler_ = ParticleKernelSampler(**params).fit(X, y)
+        generator = make_generator(self.random_state, device=resolve_device(self.device))
+        split = validation_split(y_index, self.validation_fraction, _cpu_generator(generator))
+        self.sampler_ = ParticleKernelSampler(**params)._fit(X, y, split, generator)
         Z = self.sampler_.transform(X)
-        estimator = (LogisticRegression(max_iter=1000) if self.estimator is None
-                     else self.estimator)
-        self.estimator_ = clone(estimator).fit(Z, y)
+        self.C_ = None
+        if self.estimator is None:
+            if len(Cs) > 1:
+                self.C_, _ = choose_C(_logistic(1.0), Z, y, *split, tuple(Cs))
+            else:
+                self.C_ = float(Cs[0])
+            estimator = _logistic(self.C_)
+        else:
+            estimator = clone(self.estimator)
+        self.estimator_ = estimator.fit(Z, y)
         self.classes_ = self.estimator_.classes_
         self.history_ = self.sampler_.history_
         return self

@@ -21,8 +21,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..kernels._features import favor_offset, features
-from ..kernels._hamiltonian import hamiltonian, target_codes
+from ..kernels._features import favor_offset
+from ..kernels._hamiltonian import potential, target_codes
 from ..kernels._langevin import langevin
 from ..utils import (
     logger,
@@ -362,13 +362,13 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             radius = 3.0 * float(W.square().sum(1).mean().sqrt())
             offset = favor_offset(samples, W) if self.kernel == "favor+" else 0.0
 
-            def energy(W, rows):
+            def drift(W, rows):
                 Xb, Yb = (samples, targets) if rows is None else (samples[rows], targets[rows])
-                return hamiltonian(features(self.kernel, Xb, W, None, offset=offset), Yb, W,
-                                   repulsion=self.repulsion, kind="normalized")
+                return potential(self.kernel, Xb, W, None, Yb, offset=offset,
+                                 repulsion=self.repulsion, kind="normalized")
 
             with progress(self.n_iter, self.verbose, f"phase A, block {i}") as bar:
-                W, history = langevin(energy, W, n_samples=len(samples), n_iter=self.n_iter,
+                W, history = langevin(drift, W, n_samples=len(samples), n_iter=self.n_iter,
                                       step_size=self.step_size, beta=self.beta,
                                       radius=radius, batch_size=None, generator=generator,
                                       verbose=self.verbose, progress=bar)

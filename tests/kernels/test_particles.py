@@ -90,8 +90,9 @@ def test_projection_onto_the_ball():
 
 def test_without_repulsion_or_noise_the_alignment_climbs_monotonically():
     X, y = make_moons(300, noise=0.2, random_state=0)
-    sampler = ParticleKernelSampler(16, gamma=1.0, repulsion=0.0, beta=math.inf, n_iter=100,
-                                    step_size=0.2, random_state=0, device="cpu").fit(X, y)
+    sampler = ParticleKernelSampler(16, gamma=1.0, learn_bandwidth=False, repulsion=0.0,
+                                    beta=math.inf, n_iter=100, step_size=0.2, random_state=0,
+                                    device="cpu").fit(X, y)
     a = np.array(sampler.history_["alignment"])
     assert np.all(np.diff(a) >= -1e-12)
     assert a[-1] > 1.5 * a[0]
@@ -100,7 +101,8 @@ def test_without_repulsion_or_noise_the_alignment_climbs_monotonically():
 
 def test_repulsion_keeps_the_particles_apart():
     X, y = make_moons(300, noise=0.2, random_state=0)
-    common = dict(gamma=1.0, n_iter=300, step_size=0.5, random_state=0, device="cpu")
+    common = dict(gamma=1.0, learn_bandwidth=False, n_iter=300, step_size=0.5,
+                  random_state=0, device="cpu")
     free = ParticleKernelSampler(16, repulsion=0.0, **common).fit(X, y)
     held = ParticleKernelSampler(16, repulsion=1.0, eps=1e-2, **common).fit(X, y)
     start = held.history_["min_distance"][0]
@@ -113,7 +115,9 @@ def test_langevin_noise_radius_and_minibatches():
     X, y = make_moons(200, noise=0.2, random_state=1)
     noisy = ParticleKernelSampler(8, beta=10.0, radius=2.0, batch_size=50, n_iter=50,
                                   random_state=0, device="cpu").fit(X, y)
-    assert np.linalg.norm(noisy.particles_, axis=1).max() <= 2.0 + 1e-12
+    # the ball is in the particles' own units: w / (sqrt(2 gamma) scale)
+    units = math.sqrt(2 * noisy.gamma_) * noisy.scale_
+    assert np.linalg.norm(noisy.particles_ / units, axis=1).max() <= 2.0 + 1e-9
     again = ParticleKernelSampler(8, beta=10.0, radius=2.0, batch_size=50, n_iter=50,
                                   random_state=0, device="cpu").fit(X, y)
     np.testing.assert_array_equal(noisy.particles_, again.particles_)
@@ -122,7 +126,8 @@ def test_langevin_noise_radius_and_minibatches():
 
 def test_n_iter_zero_is_rbfsampler_like():
     X, y = make_moons(100, random_state=0)
-    s = ParticleKernelSampler(4000, gamma=0.7, n_iter=0, random_state=0, device="cpu")
+    s = ParticleKernelSampler(4000, gamma=0.7, n_iter=0, learn_bandwidth=False,
+                              random_state=0, device="cpu")
     Z = s.fit_transform(X, y)
     exact = np.exp(-0.7 * ((X[:, None] - X[None]) ** 2).sum(-1))
     assert np.abs(Z @ Z.T - exact).max() < 0.1
@@ -250,3 +255,121 @@ def test_orthogonal_rows_are_uniform_directions():
     assert abs(float(mean) - 1.0) < 0.01
     torch.testing.assert_close(W.T @ W / len(W), torch.eye(8, dtype=torch.float64),
                                atol=0.02, rtol=0)
+
+
+# -- closed-form gradients, defaults, held-out selection --------------------------------------
+
+@pytest.mark.parametrize("kernel", FEATURE_MAPS)
+@pytest.mark.parametrize("kind", ["uncentered", "centered", "normalized"])
+@pytest.mark.parametrize("s", [0.0, 1.0])
+def test_closed_form_potential_matches_autograd_of_the_hamiltonian(kernel, kind, s):
+    from sktransformer.kernels._features import favor_offset
+    from sktransformer.kernels._hamiltonian import potential, riesz_energy
+
+    X, Y, U, b = _problem(kernel=kernel, n_classes=3)
+    scale = 0.7
+    offset = favor_offset(X, U * scale) if kernel == "favor+" else 0.0
+    U = U.clone().requires_grad_(True)
+    a = alignment(features(kernel, X, U * scale, b, offset=offset), Y, kind)
+    h = -a + 0.3 * riesz_energy(U, s, 0.1)  # the repulsion in the particles' own units
+    (expected,) = torch.autograd.grad(h, U)
+    H, A, E, grad = potential(kernel, X, U.detach(), b, Y, scale=scale, offset=offset,
+                              repulsion=0.3, s=s, eps=0.1, kind=kind)
+    assert float(H) == pytest.approx(float(h.detach()), rel=1e-10)
+    torch.testing.assert_close(grad, expected, rtol=1e-8, atol=1e-12)
+
+
+def test_gamma_scale_is_scikit_learns():
+    X, y = make_moons(120, random_state=0)
+    X = X * 7.0
+    for est in (ParticleKernelSampler(8, n_iter=0, random_state=0, device="cpu"),
+                ImportanceSampledRFF(8, random_state=0)):
+        assert est.fit(X, y).gamma_ == pytest.approx(1.0 / (2 * X.var()))
+
+
+def test_fit_without_labels_draws_rbfsamplers_fixed_features():
+    X, _ = make_moons(100, random_state=0)
+    sampler = ParticleKernelSampler(4000, random_state=0, device="cpu").fit(X)
+    assert not hasattr(sampler, "classes_") and sampler.history_ == {}
+    Z = sampler.transform(X)
+    exact = np.exp(-sampler.gamma_ * ((X[:, None] - X[None]) ** 2).sum(-1))
+    assert np.abs(Z @ Z.T - exact).max() < 0.1
+    pipe = make_pipeline(ParticleKernelSampler(16, random_state=0, device="cpu"))
+    assert pipe.fit_transform(X).shape == (100, 16)  # an unsupervised pipeline works
+
+
+def test_float32_stays_float32():
+    X, y = make_moons(150, noise=0.2, random_state=0)
+    X32 = X.astype(np.float32)
+    sampler = ParticleKernelSampler(16, random_state=0, device="cpu").fit(X32, y)
+    assert sampler.particles_.dtype == np.float32
+    assert sampler.transform(X32).dtype == np.float32
+    clf = ParticleKernelClassifier(16, random_state=0, device="cpu").fit(X32, y)
+    assert clf.predict_proba(X32).shape == (150, 2) and clf.score(X32, y) > 0.85
+
+
+@pytest.mark.parametrize("factor", [0.01, 100.0])
+def test_the_learned_bandwidth_recovers_from_a_gamma_100x_off(factor):
+    X, y = make_classification(400, n_features=10, n_informative=5, random_state=0)
+    X = (X - X.mean(0)) / X.std(0)
+    good = ParticleKernelClassifier(32, random_state=0, device="cpu")
+    bad = clone(good).set_params(gamma=factor / 10)
+    stuck = clone(bad).set_params(learn_bandwidth=False)
+    scores = [cross_val_score(m, X, y, cv=3).mean() for m in (good, bad, stuck)]
+    assert scores[1] > scores[0] - 0.02
+    assert scores[2] < scores[1] - (0.05 if factor > 1 else 0.01)
+    fitted = clone(bad).fit(X, y).sampler_
+    assert (fitted.scale_ > 4) if factor < 1 else (fitted.scale_ < 0.25)
+
+
+def test_the_dynamics_never_see_the_validation_rows(monkeypatch):
+    from sktransformer.kernels import _particles
+
+    X, y = make_moons(200, noise=0.2, random_state=0)
+    val = np.arange(0, 200, 5)
+    split = (np.setdiff1d(np.arange(200), val), val)
+    monkeypatch.setattr(_particles, "validation_split", lambda *args: split)
+    sampler = ParticleKernelSampler(8, gamma=1.0, learn_bandwidth=False, random_state=0,
+                                    device="cpu")
+    a = clone(sampler).fit(X, y)
+    X2 = X.copy()
+    X2[val] = np.random.default_rng(0).normal(size=(len(val), 2)) * 5
+    b = clone(sampler).fit(X2, y)
+    np.testing.assert_allclose(a.history_["alignment"], b.history_["alignment"])
+    assert a.history_["validation_error"] != b.history_["validation_error"]
+
+
+def test_the_classifier_picks_C_on_held_out_rows_and_checks_Cs():
+    X, y = make_moons(200, noise=0.3, random_state=0)
+    clf = ParticleKernelClassifier(16, Cs=[0.01, 1.0, 100.0], random_state=0,
+                                   device="cpu").fit(X, y)
+    assert clf.C_ in (0.01, 1.0, 100.0) and clf.estimator_.C == clf.C_
+    assert ParticleKernelClassifier(16, Cs=[3.0], random_state=0,
+                                    device="cpu").fit(X, y).estimator_.C == 3.0
+    with pytest.raises(ValueError, match="Cs must be positive finite numbers"):
+        ParticleKernelClassifier(16, Cs=[1.0, -1.0]).fit(X, y)
+
+
+def test_defaults_beat_rbfsampler_on_breast_cancer():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.kernel_approximation import RBFSampler
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    ours = make_pipeline(StandardScaler(), ParticleKernelClassifier(random_state=0,
+                                                                    device="cpu"))
+    theirs = make_pipeline(StandardScaler(), RBFSampler(gamma="scale", random_state=0),
+                           LogisticRegression(max_iter=1000))
+    assert (cross_val_score(ours, X, y, cv=3).mean() >
+            cross_val_score(theirs, X, y, cv=3).mean() + 0.01)
+
+
+def test_importance_scores_are_chunked(monkeypatch):
+    from sktransformer.kernels import _importance
+
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    whole = ImportanceSampledRFF(16, random_state=0).fit(X, y)
+    monkeypatch.setattr(_importance, "chunk_rows", lambda n, columns: 7)
+    chunked = ImportanceSampledRFF(16, random_state=0).fit(X, y)
+    np.testing.assert_allclose(chunked.weights_, whole.weights_, rtol=1e-10)
+    np.testing.assert_array_equal(chunked.particles_, whole.particles_)
