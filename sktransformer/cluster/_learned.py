@@ -7,11 +7,17 @@ Same tokens and the same four blocks as :class:`~sktransformer.cluster.KMeansCir
 one-hot scratch space) or ``D = d`` (the ablation without it). One call of :meth:`step` is
 one layer; applying it ``T`` times, re-embedding the new centers after each, is the learned
 algorithm. Weights are saved and loaded as tensors only (``torch.load(weights_only=True)``).
+
+One addition to the paper's layer (``normalize=True``): each task's points and centers are
+divided by the task's robust spread before the blocks and the result multiplied back, as a
+transformer normalizes its tokens. The layer is then equivariant to the scale of a task, and
+one temperature fits tasks of every size and noise family.
 """
 
 import copy
 import math
 import os
+from numbers import Integral, Real
 
 import torch
 
@@ -19,8 +25,36 @@ from ..utils import logger
 
 BLOCKS = ("assign", "reset_points", "update", "reset_centers")
 FORMAT = "sktransformer.LearnedKMeansLayer"
-VERSION = 1
+VERSION = 2  # 2 adds ``normalize``; version 1 files (no normalization) still load
 _TILE = 1 << 22  # elements of one (queries, keys) attention tile at inference
+
+
+def check_config(n_features, n_clusters, scratch=True, normalize=True, a=1.0, dropout=0.01):
+    """Validate a layer's settings (from a caller or a file); raise ``ValueError``."""
+    for name, value in (("n_features", n_features), ("n_clusters", n_clusters)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    for name, value in (("scratch", scratch), ("normalize", normalize)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}.")
+    if isinstance(a, bool) or not isinstance(a, Real) or not 0 < a < math.inf:
+        raise ValueError(f"a must be a positive finite number, got {a!r}.")
+    if isinstance(dropout, bool) or not isinstance(dropout, Real) or not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+
+
+def _state_shapes(width):
+    """The shape of every tensor of a layer's ``state_dict``, without making the layer."""
+    return {f"weight.{block}_{name}{suffix}": (width,) if suffix else (width, width)
+            for block in BLOCKS for name in "QKV" for suffix in ("", "_bias")}
+
+
+def spread(X):
+    """A task's robust scale, shape (B, 1, 1): the square root of the median squared distance
+    of its points to their coordinate-wise median (1 where that is 0)."""
+    center = X.median(-2, keepdim=True).values
+    s = (X - center).square().sum(-1).median(-1).values.sqrt()
+    return torch.where(s > 0, s, torch.ones_like(s))[..., None, None]
 
 
 class LearnedKMeansLayer(torch.nn.Module):
@@ -32,19 +66,34 @@ class LearnedKMeansLayer(torch.nn.Module):
         The ``d`` and ``k`` the layer is built for (its weights are ``D x D``).
     scratch : bool, default=True
         Width ``D = d + k`` with one-hot slots (``True``) or ``D = d`` (the ablation).
+    normalize : bool, default=True
+        Divide each task by its :func:`spread` before the blocks (and multiply the new
+        centers back); ``False`` is the paper's layer as written.
     a : float, default=1.0
         Inverse temperature of the attention (fixed, not learned).
     dropout : float, default=0.01
         Dropout on the attention weights while training.
     generator : torch.Generator or None
         Draws the initial weights (uniform in ``+-1/sqrt(D)``, as ``nn.Linear``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sktransformer.cluster import LearnedKMeansLayer
+    >>> from sktransformer.datasets import make_gmm_tasks
+    >>> X = torch.from_numpy(make_gmm_tasks(2, 100, 4, 3, random_state=0)[0])
+    >>> layer = LearnedKMeansLayer.from_circuit(4, 3).eval()
+    >>> layer(X, X[:, :3], n_steps=20).shape
+    torch.Size([2, 3, 4])
     """
 
-    def __init__(self, n_features, n_clusters, *, scratch=True, a=1.0, dropout=0.01,
-                 generator=None):
+    def __init__(self, n_features, n_clusters, *, scratch=True, normalize=True, a=1.0,
+                 dropout=0.01, generator=None):
         super().__init__()
+        check_config(n_features, n_clusters, scratch, normalize, a, dropout)
         self.n_features, self.n_clusters = int(n_features), int(n_clusters)
-        self.scratch, self.a, self.dropout = bool(scratch), float(a), float(dropout)
+        self.scratch, self.normalize = scratch, normalize
+        self.a, self.dropout = float(a), float(dropout)
         D = self.width
         bound = 1.0 / math.sqrt(D)
         self.weight = torch.nn.ParameterDict()
@@ -99,24 +148,36 @@ class LearnedKMeansLayer(torch.nn.Module):
         attend to centers) and the reset block (points to points), both read from the old
         tokens; then the center stream adds the update block (centers attend to the new
         points) and the reset block (centers to centers)."""
-        Z, W = self.embed(X, centers)
+        s = spread(X) if self.normalize else 1.0
+        Z, W = self.embed(X / s, centers / s)
         Z = Z + self.attend("assign", Z, W, generator) + self.attend("reset_points", Z, Z,
                                                                       generator)
         W = (W + self.attend("update", W, Z, generator)
              + self.attend("reset_centers", W, W, generator))
-        return W[..., :self.n_features]
+        return W[..., :self.n_features] * s
 
     @classmethod
-    def from_circuit(cls, n_features, n_clusters, *, gamma=20.0, a=1.0, dropout=0.01):
-        """The layer set to the paper's construction (Theorem 2.1) at inverse temperature
-        ``gamma``: soft Lloyd. A warm start for training; needs the scratch space."""
+    def from_circuit(cls, n_features, n_clusters, *, gamma=4.0, update_gamma=2.5,
+                     normalize=True, a=1.0, dropout=0.0):
+        """The layer set to the paper's construction (Theorem 2.1): soft Lloyd.
+
+        ``gamma`` is the inverse temperature of the blocks that compare positions (assign,
+        reset_points), in units of the task's spread when ``normalize``; ``update_gamma``
+        that of the blocks that compare one-hot assignments (update, reset_centers). Both
+        infinite is Lloyd; the defaults are the values :class:`LayerTrainer`'s search finds
+        on the paper's tasks. A warm start for training; needs the scratch space.
+        """
         from ._circuit import KMeansCircuit
 
-        layer = cls(n_features, n_clusters, a=a, dropout=dropout)
+        layer = cls(n_features, n_clusters, normalize=normalize, a=a, dropout=dropout)
         circuit = KMeansCircuit(n_features, n_clusters)
-        scale = math.sqrt(gamma * math.sqrt(layer.width) / a)  # -a ||s(q - k)||^2 / sqrt(D)
+        for name, value in (("gamma", gamma), ("update_gamma", update_gamma)):
+            if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}.")
         with torch.no_grad():
             for block, mats in circuit.blocks.items():
+                g = gamma if block in ("assign", "reset_points") else update_gamma
+                scale = math.sqrt(g * math.sqrt(layer.width) / a)  # -a ||s(q-k)||^2 / sqrt(D)
                 for name, mat in mats.items():
                     factor = scale if name in "QK" else 1.0
                     layer.weight[f"{block}_{name}"].copy_(mat.to(torch.float32) * factor)
@@ -133,7 +194,8 @@ class LearnedKMeansLayer(torch.nn.Module):
 
     def config(self):
         return {"n_features": self.n_features, "n_clusters": self.n_clusters,
-                "scratch": self.scratch, "a": self.a, "dropout": self.dropout}
+                "scratch": self.scratch, "normalize": self.normalize, "a": self.a,
+                "dropout": self.dropout}
 
     def save(self, path):
         """Write the weights (tensors and plain numbers only) to ``path``, atomically."""
@@ -149,7 +211,9 @@ class LearnedKMeansLayer(torch.nn.Module):
         """Read a file written by :meth:`save`; anything else is a ``ValueError``.
 
         The file is read with ``weights_only=True``: tensors and plain containers, never
-        arbitrary pickled objects, so a tampered file cannot run code.
+        arbitrary pickled objects, so a tampered file cannot run code. The settings are
+        validated and every tensor's shape checked against them before the layer is made,
+        so a file cannot make it allocate more than the file holds.
         """
         try:
             payload = torch.load(path, map_location="cpu", weights_only=True)
@@ -160,19 +224,34 @@ class LearnedKMeansLayer(torch.nn.Module):
                              f"({type(exc).__name__}: {exc}).") from exc
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise ValueError(f"{path} is not a LearnedKMeansLayer weights file.")
-        if payload.get("version") != VERSION:
-            raise ValueError(f"{path} has weights format version {payload.get('version')}; "
-                             f"this sktransformer reads version {VERSION}.")
+        if payload.get("version") not in (1, VERSION):
+            raise ValueError(f"{path} has weights format version {payload.get('version')!r}; "
+                             f"this sktransformer reads versions 1 and {VERSION}.")
+        names = ("n_features", "n_clusters", "scratch", "normalize", "a", "dropout")
+        config = {name: payload.get(name) for name in names}
+        if payload["version"] == 1:
+            config["normalize"] = False  # written before the normalization existed
         try:
-            layer = cls(payload["n_features"], payload["n_clusters"],
-                        scratch=payload["scratch"], a=payload["a"],
-                        dropout=payload["dropout"])
-            layer.load_state_dict(payload["state_dict"])
-        except (KeyError, TypeError, RuntimeError) as exc:
-            raise ValueError(f"{path} has missing or mis-shaped weights ({exc}).") from exc
-        for name, value in layer.state_dict().items():
+            check_config(**config)
+        except ValueError as exc:
+            raise ValueError(f"{path} has invalid settings: {exc}") from None
+        state = payload.get("state_dict")
+        width = config["n_features"] + (config["n_clusters"] if config["scratch"] else 0)
+        expected = _state_shapes(width)
+        if not isinstance(state, dict) or set(state) != set(expected):
+            raise ValueError(f"{path} has missing or unexpected weights: it should hold "
+                             f"exactly {sorted(expected)}.")
+        for name, shape in expected.items():
+            value = state[name]
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                raise ValueError(f"{path}: {name} is not a floating-point tensor.")
+            if tuple(value.shape) != shape:
+                raise ValueError(f"{path} has missing or mis-shaped weights: {name} has shape "
+                                 f"{tuple(value.shape)}, the settings make it {shape}.")
             if not torch.isfinite(value).all():
                 raise ValueError(f"{path} has non-finite values in {name}.")
+        layer = cls(**config)
+        layer.load_state_dict(state)
         return layer.eval()
 
 
@@ -241,6 +320,11 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
     span32 = span.to(torch.float32)
     for i in range(max_iter):
         new = layer.step(Xs, cs)
+        if not torch.isfinite(new).all():
+            raise ValueError(
+                f"The learned layer gave non-finite centers at layer {i + 1}: its weights "
+                f"overflow on this data (a damaged weights file, or a layer trained for "
+                f"another distribution). Retrain it with LayerTrainer, or use weights=None.")
         center_shift = float(((new - cs) * span32).square().sum())
         cs = new
         if verbose > 1:
