@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..utils import (
     ChunkRunner,
+    check_squared_scale,
     chunk_rows,
     iter_chunks,
     logger,
@@ -144,11 +145,15 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         if callable(init):
             init = init(X, self.n_clusters, random_state=random_state)
         init = check_array(init, dtype=X.dtype, copy=True, order="C")
-        if init.shape != (self.n_clusters, X.shape[1]):
+        if init.shape[0] != self.n_clusters:
             raise ValueError(
-                f"The shape of the initial centers {init.shape} does not match "
-                f"(n_clusters, n_features) = ({self.n_clusters}, {X.shape[1]})."
-            )
+                f"The shape of the initial centers {init.shape} does not match the number "
+                f"of clusters {self.n_clusters}: pass n_clusters={init.shape[0]} or "
+                f"{self.n_clusters} initial centers.")
+        if init.shape[1] != X.shape[1]:
+            raise ValueError(
+                f"The shape of the initial centers {init.shape} does not match the number "
+                f"of features of the data {X.shape[1]}.")
         return init
 
     def _n_init(self):
@@ -171,7 +176,8 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             return self._preprocess_centers(to_tensor(init, points.X.device) - points.shift,
                                             points), None
         if init == "random":
-            return random_rows(points, self.n_clusters, generator=generator)
+            return random_rows(points, self.n_clusters, generator=generator,
+                               sample_weight=sample_weight)
         return kmeans_plusplus(points, self.n_clusters, generator=generator,
                                sample_weight=sample_weight)
 
@@ -198,6 +204,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
                           accept_sparse=False)
+        check_squared_scale(X)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
             raise ValueError(
@@ -256,6 +263,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
                           accept_sparse=False, reset=False)
+        check_squared_scale(X)
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True)
         Xt = to_tensor(X, device)

@@ -68,8 +68,18 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
     return centers, indices
 
 
-def random_rows(points, n_clusters, *, generator):
-    """``n_clusters`` distinct rows chosen uniformly (the ``init="random"`` of sklearn)."""
-    perm = torch.randperm(points.n, generator=generator, device=generator.device)
-    indices = perm[:n_clusters].to(points.X.device)
+def random_rows(points, n_clusters, *, generator, sample_weight=None):
+    """``n_clusters`` distinct rows: uniformly, or with probability proportional to
+    ``sample_weight`` (without replacement), as scikit-learn's ``init="random"``."""
+    if sample_weight is None:
+        perm = torch.randperm(points.n, generator=generator, device=generator.device)
+        indices = perm[:n_clusters].to(points.X.device)
+    else:
+        w = sample_weight.to(torch.float64).to(generator.device)
+        if int((w > 0).sum()) < n_clusters:
+            raise ValueError(f"init='random' draws n_clusters={n_clusters} distinct rows "
+                             f"in proportion to sample_weight, but only "
+                             f"{int((w > 0).sum())} rows have a positive weight.")
+        indices = torch.multinomial(w, n_clusters, replacement=False,
+                                    generator=generator).to(points.X.device)
     return points.rows_of(indices), indices

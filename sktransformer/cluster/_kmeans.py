@@ -11,7 +11,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..utils import chunk_rows, make_generator, resolve_device, to_numpy, to_tensor
+from ..utils import (
+    check_squared_scale,
+    chunk_rows,
+    make_generator,
+    resolve_device,
+    to_numpy,
+    to_tensor,
+)
 from . import _lloyd
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering, check_sample_weight
 from ._circuit import KMeansCircuit
@@ -204,6 +211,7 @@ default="k-means++"
         first = not hasattr(self, "cluster_centers_")
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
                           accept_sparse=False, reset=first)
+        check_squared_scale(X)
         if self.weights is not None:
             raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
                              f"{self.weights!r}) are applied by fit only.")

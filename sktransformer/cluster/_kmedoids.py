@@ -117,7 +117,8 @@ class TransformerKMedoids(BaseCircuitClustering):
             centers = torch.as_tensor(init, device=points.X.device) - points.shift
             indices = _lloyd.nearest_rows(points, centers)
         elif init == "random":
-            return random_rows(points, self.n_clusters, generator=generator)
+            return random_rows(points, self.n_clusters, generator=generator,
+                               sample_weight=sample_weight)
         elif init == "k-medoids++":
             return kmeans_plusplus(points, self.n_clusters, generator=generator,
                                    sample_weight=sample_weight)

@@ -64,6 +64,16 @@ default="k-means++"
     --------
     TrimmedTransformerKMeans : Drops the farthest points instead of down-weighting them.
 
+    Notes
+    -----
+    ``sample_weight`` counts repetitions, scikit-learn's convention (a weight of 2 is the
+    row twice; tested). Sparsemax spreads a budget of 1 over the multiset of a cluster's
+    members, so the cut-off depends on how many members there are: multiplying every weight
+    by ``c`` is repeating every row ``c`` times, and moves the centers exactly as repeating
+    the data would. The fit is therefore not invariant to a common scale of the weights
+    (halving them moves the centers by about 5e-3 on standardized blobs); divide the
+    weights by their mean for weights that only say what is relatively important.
+
     Examples
     --------
     >>> import numpy as np

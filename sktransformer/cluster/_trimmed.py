@@ -1,5 +1,6 @@
 """Trimmed k-means: norm-max attention in the center update drops the farthest points."""
 
+import math
 from numbers import Real
 
 import numpy as np
@@ -125,6 +126,15 @@ default="k-means++"
         self.random_state = random_state
         self.verbose = verbose
         self.batch_size = batch_size
+
+    def _check_fit_params(self, X, sample_weight):
+        if self.trimming == "global":
+            kept = math.ceil((1 - self.trim) * X.shape[0] - 1e-9)
+            if kept < self.n_clusters:
+                raise ValueError(
+                    f"trim={self.trim} keeps about {kept} of the {X.shape[0]} samples, fewer "
+                    f"than n_clusters={self.n_clusters}: lower trim or n_clusters.")
+        return super()._check_fit_params(X, sample_weight)
 
     def _initialize(self, points, init, generator, sample_weight):
         if isinstance(init, str) and init == "k-means++":

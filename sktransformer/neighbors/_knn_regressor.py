@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..attention import knn_attention, knn_attention_grad
 from ..utils import (
+    check_squared_scale,
     logger,
     logs_verbosely,
     make_generator,
@@ -151,6 +152,9 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
                              y_numeric=True)
+        check_squared_scale(X)
+        if not np.isfinite(np.square(np.asarray(y, dtype=np.float64)).sum()):
+            raise ValueError("y has values whose squares overflow float64; rescale y.")
         if len(X) < 2:
             raise ValueError(f"n_samples={len(X)}: leave-one-out needs at least 2 samples.")
         device = resolve_device(self.device)
@@ -216,6 +220,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        check_squared_scale(X)
         device = resolve_device(self.device, fallback=True)
         generator = make_generator(self.random_state, device=device)
         with torch.inference_mode():

@@ -5,10 +5,12 @@ from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
+from ._scale import check_squared_scale
 
 __all__ = [
     "ChunkRunner",
     "DeviceWarning",
+    "check_squared_scale",
     "chunk_rows",
     "iter_chunks",
     "logger",

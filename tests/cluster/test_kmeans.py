@@ -246,9 +246,35 @@ def test_temperature_must_be_positive(temperature):
         TransformerKMeans(2, temperature=temperature, device="cpu").fit(np.random.rand(10, 2))
 
 
-def test_init_shape_mismatch():
-    with pytest.raises(ValueError, match=r"initial centers \(2, 3\) does not match .* \(3, 3\)"):
+def test_init_shape_mismatch_reads_like_scikit_learns():
+    with pytest.raises(ValueError, match=r"initial centers \(2, 3\) does not match the "
+                                         r"number of clusters 3: pass n_clusters=2"):
         TransformerKMeans(3, init=np.zeros((2, 3)), device="cpu").fit(np.random.rand(10, 3))
+    with pytest.raises(ValueError, match=r"initial centers \(3, 2\) does not match the "
+                                         r"number of features of the data 3"):
+        TransformerKMeans(3, init=np.zeros((3, 2)), device="cpu").fit(np.random.rand(10, 3))
+
+
+def test_random_init_draws_rows_in_proportion_to_sample_weight(monkeypatch):
+    """Weight 0 masks a row out of the random draw too, as in scikit-learn."""
+    from sktransformer.cluster import _base
+
+    drawn = []
+
+    def spy(*args, **kwargs):
+        centers, indices = random_rows(*args, **kwargs)
+        drawn.append(indices)
+        return centers, indices
+    random_rows = _base.random_rows
+    monkeypatch.setattr(_base, "random_rows", spy)
+    X = np.random.default_rng(0).normal(size=(100, 2))
+    w = np.r_[np.ones(10), np.zeros(90)]
+    for seed in range(20):
+        TransformerKMeans(3, init="random", n_init=1, max_iter=1, random_state=seed,
+                          device="cpu").fit(X, sample_weight=w)
+    assert len(drawn) == 20 and all((indices < 10).all() for indices in drawn)
+    with pytest.raises(ValueError, match="only 2 rows have a positive weight"):
+        TransformerKMeans(3, init="random", device="cpu").fit(X, sample_weight=np.r_[1, 1, np.zeros(98)])
 
 
 def test_not_fitted():

@@ -1,0 +1,120 @@
+"""Generated bad input for every public estimator: a clear error or a finite, valid answer.
+
+Hypothesis draws data with non-finite, overflowing, tiny and ordinary values, degenerate
+shapes, float32 / float64 / integer dtypes, and bad weights and targets. Each fit either
+raises a ``ValueError`` or ``TypeError`` whose message names the problem, or succeeds, and
+then every output (predict, transform, predict_proba, score) is finite and of the right
+shape. Never a silent ``NaN``.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from sklearn.base import is_classifier, is_regressor
+
+from tests.test_common import _instance, public_estimators
+
+# the words a clear message uses: what is wrong, or how to fix it
+CLEAR = ("NaN", "infinity", "overflow", "n_samples", "sample", "feature", "class", "label",
+         "weight", "dtype", "float", "shape", "dimension", "empty", "n_clusters",
+         "leave-one-out", "array", "must", "should", "Unknown", "minimum", "positive",
+         "numeric", "trim", "X", "y")
+
+VALUES = st.one_of(
+    st.floats(-3, 3, allow_nan=False),
+    st.sampled_from([0.0, 1e-300, -1e-300, 1e20, -1e20, 1e38, 1e154, -1e154, 1e300,
+                     np.nan, np.inf, -np.inf]),
+)
+
+
+@st.composite
+def bad_data(draw, estimator):
+    n = draw(st.sampled_from([0, 1, 3, 8, 16, 24, 24, 24]))
+    d = draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from([np.float64, np.float32, np.int64]))
+    kind = draw(st.sampled_from(["scaled", "one bad value", "all drawn"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    X = rng.normal(size=(n, d))
+    if kind == "scaled":  # ordinary data at an extreme scale
+        X = X * draw(st.sampled_from([1.0, 1e-150, 1e15, 1e30, 1e100, 1e152]))
+    elif n and kind == "one bad value":
+        X[draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))] = draw(VALUES)
+    elif n:
+        X = np.array(draw(st.lists(VALUES, min_size=n * d, max_size=n * d))).reshape(n, d)
+    with np.errstate(all="ignore"):
+        if dtype is np.int64:
+            X = np.nan_to_num(X, posinf=2**40, neginf=-(2**40)).clip(-2**40, 2**40)
+        X = X.astype(dtype)
+    y = None
+    if is_regressor(estimator):
+        y = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e200, np.nan]))
+    elif (is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required
+          or ("y" in _fit_parameters(estimator) and "n_clusters" not in
+              estimator.get_params() and draw(st.booleans()))):  # supervised samplers
+        y = rng.integers(0, draw(st.sampled_from([1, 2, 2, 3])), size=n)
+    weight = None
+    if draw(st.booleans()) and "sample_weight" in _fit_parameters(estimator):
+        weight = draw(st.sampled_from([np.zeros(n), -np.ones(n), np.full(n, np.nan),
+                                       np.ones(n + 1), rng.random(n)]))
+    return X, y, weight
+
+
+def _fit_parameters(estimator):
+    import inspect
+    return inspect.signature(estimator.fit).parameters
+
+
+ESTIMATORS = [cls for cls in public_estimators()
+              if not cls().__sklearn_tags__().input_tags.string]  # text: tests/sequence
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
+    estimator = _instance(cls)
+    if "random_state" in estimator.get_params():
+        estimator.set_params(random_state=0)
+    if "n_clusters" in estimator.get_params():
+        estimator.set_params(n_clusters=2)
+    if "n_components" in estimator.get_params():
+        estimator.set_params(n_components=8)
+    if "max_epochs" in estimator.get_params():
+        estimator.set_params(max_epochs=2, n_iter=5)
+    examples = 12 if "max_epochs" in estimator.get_params() else 40
+
+    @settings(max_examples=examples, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=bad_data(estimator))
+    def check(data):
+        X, y, weight = data
+        kwargs = {} if weight is None else {"sample_weight": weight}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fitted = estimator.fit(X, y, **kwargs) if y is not None else estimator.fit(
+                    X, **kwargs)
+        except (ValueError, TypeError) as exc:
+            assert any(word in str(exc) for word in CLEAR), f"unclear: {exc!r}"
+            event("fit: a clear error")
+            return
+        event("fit: a finite answer")
+        for method in ("predict", "transform", "predict_proba", "decision_function"):
+            if not hasattr(fitted, method):
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out = np.asarray(getattr(fitted, method)(X))
+            except (ValueError, TypeError) as exc:
+                assert any(word in str(exc) for word in CLEAR), f"unclear: {exc!r}"
+                continue
+            assert out.shape[0] == X.shape[0]
+            if out.dtype.kind == "f":
+                assert np.isfinite(out).all(), f"{method} gave non-finite values"
+        for name in ("inertia_", "cluster_centers_", "particles_"):
+            if hasattr(fitted, name):
+                assert np.isfinite(getattr(fitted, name)).all(), name
+
+    check()
