@@ -10,7 +10,7 @@ from .cluster import (
 )
 from .kernels import ImportanceSampledRFF, ParticleKernelClassifier, ParticleKernelSampler
 from .neighbors import KNNAttentionRegressor
-from .sequence import ParticleAttentionClassifier
+from .sequence import ParticleAttentionClassifier, SequenceVectorizer
 
 __version__ = "0.1.0.dev0"
 
@@ -22,6 +22,7 @@ __all__ = [
     "ParticleKernelClassifier",
     "ParticleKernelSampler",
     "RobustTransformerKMeans",
+    "SequenceVectorizer",
     "SphericalTransformerKMeans",
     "TransformerKMeans",
     "TransformerKMedoids",

@@ -88,6 +88,8 @@ def _fitted(est):
     from sklearn.datasets import load_iris
 
     X, y = load_iris(return_X_y=True)
+    if est.__sklearn_tags__().input_tags.string:  # text in: one short document per row
+        X = np.array([" ".join(f"w{int(v)}" for v in row * 3) for row in X], dtype=object)
     if is_regressor(est):
         y = X[:, 0].copy()
         X = X[:, 1:]
@@ -129,7 +131,7 @@ def test_transformers_name_their_outputs_and_speak_pandas(cls):
     assert len(names) == est.transform(X[:3]).shape[1]
     assert all(n.startswith(prefix) for n in names)
     est.set_output(transform="pandas")
-    out = est.transform(pd.DataFrame(X[:3]))
+    out = est.transform(X[:3] if X.ndim == 1 else pd.DataFrame(X[:3]))
     assert isinstance(out, pd.DataFrame) and list(out.columns) == list(names)
 
 

@@ -97,8 +97,9 @@ _PARAMS_DOC = """
         Radius ``R`` of the ball (in the units of ``step_size``) the particles are projected
         onto; ``"auto"`` is three times the root-mean-square norm of the initial particles,
         ``None`` no projection.
-    batch_size : int or None, default=None
-        Samples per Langevin step (a fresh minibatch each step); ``None``: all of them.
+    batch_size : int or None, default=1024
+        Training samples per Langevin step (a fresh minibatch each step, so a step costs
+        the same at any ``n_samples``); ``None``: all of them.
     validation_fraction : float, default=0.2
         Share of the samples (stratified) held out from the dynamics. Every 10 steps the
         particles are scored by the validation error of a ridge regression of the labels on
@@ -193,7 +194,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
                  alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
-                 step_size=2.0, beta=math.inf, radius="auto", batch_size=None,
+                 step_size=2.0, beta=math.inf, radius="auto", batch_size=1024,
                  validation_fraction=0.2, device="auto", random_state=None, verbose=0):
         self.n_components = n_components
         self.kernel = kernel
@@ -422,7 +423,7 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
                  alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
-                 step_size=2.0, beta=math.inf, radius="auto", batch_size=None,
+                 step_size=2.0, beta=math.inf, radius="auto", batch_size=1024,
                  validation_fraction=0.2, Cs=(0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
                  estimator=None, device="auto", random_state=None, verbose=0):
         self.n_components = n_components

@@ -1,9 +1,11 @@
 """Sequence models: linear attention whose kernel is made of particles, an encoder built
-from it, and the estimator that trains it (phase A particles, phase B the rest)."""
+from it, the estimator that trains it (phase A particles, phase B the rest), and the step
+that turns text into the token sequences it reads."""
 
 from ._classifier import ParticleAttentionClassifier
 from ._encoder import SequenceEncoder
 from ._linear import KernelAttention, kernel_attention, positive_features
+from ._vectorizer import SequenceVectorizer
 
 __all__ = ["KernelAttention", "ParticleAttentionClassifier", "SequenceEncoder",
-           "kernel_attention", "positive_features"]
+           "SequenceVectorizer", "kernel_attention", "positive_features"]
