@@ -1,6 +1,6 @@
 """
 What the attention's temperature buys: a grid search with the default score
-==========================================================================
+===========================================================================
 
 Lloyd's algorithm is the hard-attention limit of the k-means circuit. A finite temperature
 makes the assignment block soft (soft k-means), and the softness steers a run away from
@@ -59,6 +59,6 @@ low, high = min(lloyd.min(), hardened.min()) - 0.05, max(lloyd.max(), hardened.m
 right.plot([low, high], [low, high], "k--", lw=1)
 right.set_xlabel("Lloyd (hard from the start): log inertia")
 right.set_ylabel("chosen temperature, then hard: log inertia")
-right.set_title("same random start, every task below the diagonal is a gain")
+right.set_title("same random start: below the diagonal is a gain")
 fig.tight_layout()
 plt.show()
