@@ -45,5 +45,28 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]
 
 html_theme = "pydata_sphinx_theme"
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_title = "sktransformer"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+
+
+# Methods inherited from scikit-learn's mixins (score, fit_predict, ...) carry docstrings
+# that point at scikit-learn's own pages by :ref: labels this site does not have; they
+# become links to scikit-learn's user guide.
+import re  # noqa: E402
+
+_SKLEARN_GUIDE = "https://scikit-learn.org/stable/modules/model_evaluation.html"
+
+
+def _sklearn_refs(app, what, name, obj, options, lines):
+    module = getattr(obj, "__module__", "") or ""
+    if not module.startswith("sklearn"):
+        return
+    for i, line in enumerate(lines):
+        lines[i] = re.sub(r":ref:`([^`<]+?)(?: <([^>]+)>)?`",
+                          lambda m: f"`{m.group(1).strip()} <{_SKLEARN_GUIDE}>`__", line)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _sklearn_refs)

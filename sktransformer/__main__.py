@@ -1,12 +1,20 @@
-"""``python -m sktransformer``: the demo. Clusters data that ships with scikit-learn.
+"""``python -m sktransformer``: the demo, every family on data that needs no download.
 
-Prints, for each data set, TransformerKMeans (hard, dot-product form, soft) and the
-variants (spherical, trimmed, robust, k-medoids) against scikit-learn's KMeans, all from the
-same k-means++ initial centers: each method's own objective (``inertia_``: squared distances
-for the k-means family, of the kept points for trimmed k-means, on the sphere for spherical
-k-means, plain distances for k-medoids), layers, fit time, and agreement of the labels with
-KMeans and with the true classes (adjusted Rand index; trimmed points count as one more
-cluster, -1).
+1. Clustering: for each data set, TransformerKMeans (hard, dot-product form, soft) and the
+   variants (spherical, trimmed, robust, k-medoids) against scikit-learn's KMeans, all from
+   the same k-means++ initial centers: each method's own objective (``inertia_``: squared
+   distances for the k-means family, of the kept points for trimmed k-means, on the sphere
+   for spherical k-means, plain distances for k-medoids), layers, fit time, and agreement of
+   the labels with KMeans and with the true classes (adjusted Rand index; trimmed points
+   count as one more cluster, -1).
+2. The learned clustering layer shipped with the package against Lloyd's algorithm, on
+   unseen Gaussian-mixture tasks (d = 32, k = 10).
+3. Learned kernels: ParticleKernelClassifier(64) against RBFSampler(64) and Nystroem(64) +
+   LogisticRegression, 3-fold CV on scikit-learn's breast_cancer, wine and digits.
+4. kNN attention: KNNAttentionRegressor against KNeighborsRegressor, 3-fold R^2 on
+   scikit-learn's diabetes.
+5. Linear attention over learned particles: ParticleAttentionClassifier on a task that
+   needs attention (is token 1 before token 2?), learned particles against fixed features.
 """
 
 import argparse
@@ -85,6 +93,95 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+def learned_layer(n_tasks=64, random_state=0):
+    """Mean log k-means objective after 20 layers: the shipped layer and Lloyd."""
+    import torch
+
+    from .cluster import LearnedKMeansLayer
+    from .cluster._learned import SHIPPED, kmeans_objective, lloyd_step
+    from .datasets import make_gmm_tasks
+
+    X = torch.from_numpy(make_gmm_tasks(n_tasks, random_state=random_state + 12345)[0])
+    layer = LearnedKMeansLayer.load(SHIPPED)
+    ours = theirs = X[:, :10]
+    with torch.no_grad():
+        for _ in range(20):
+            ours, theirs = layer.step(X, ours), lloyd_step(X, theirs)
+    return {name: float(torch.log(kmeans_objective(X, c)).mean())
+            for name, c in (("learned layer", ours), ("Lloyd", theirs))}
+
+
+def _cv(model, X, y, scoring):
+    from sklearn.model_selection import StratifiedKFold, KFold, cross_validate
+
+    folds = (StratifiedKFold if scoring[0] == "accuracy" else KFold)(3, shuffle=True,
+                                                                      random_state=0)
+    result = cross_validate(model, X, y, cv=folds, scoring=list(scoring))
+    return [float(np.mean(result[f"test_{s}"])) for s in scoring] + [
+        float(np.mean(result["fit_time"]))]
+
+
+def learned_kernels(device="auto", random_state=0):
+    """3-fold accuracy, log loss and fit time of learned and fixed 64-feature kernels."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.kernel_approximation import Nystroem, RBFSampler
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    from . import ParticleKernelClassifier
+
+    rows = []
+    for name, loader in (("breast_cancer", load_breast_cancer), ("wine", load_wine),
+                         ("digits", load_digits)):
+        X, y = loader(return_X_y=True)
+        for label, model in (
+                ("ParticleKernelClassifier(64)",
+                 ParticleKernelClassifier(64, device=device, random_state=random_state)),
+                ("RBFSampler(64) + LR", make_pipeline(
+                    RBFSampler(gamma="scale", n_components=64, random_state=random_state),
+                    LogisticRegression(max_iter=1000))),
+                ("Nystroem(64) + LR", make_pipeline(
+                    Nystroem(n_components=64, random_state=random_state),
+                    LogisticRegression(max_iter=1000)))):
+            accuracy, loss, seconds = _cv(make_pipeline(StandardScaler(), model), X, y,
+                                          ("accuracy", "neg_log_loss"))
+            rows.append((name, label, accuracy, -loss, seconds))
+    return rows
+
+
+def knn_attention(device="auto", random_state=0):
+    """3-fold R^2 and fit time of kNN attention against k-nearest neighbors."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.neighbors import KNeighborsRegressor
+    from sklearn.pipeline import make_pipeline
+
+    from . import KNNAttentionRegressor
+
+    X, y = load_diabetes(return_X_y=True)
+    return [(label, *_cv(make_pipeline(StandardScaler(), model), X, y, ("r2",)))
+            for label, model in (
+                ("KNNAttentionRegressor", KNNAttentionRegressor(
+                    device=device, random_state=random_state)),
+                ("KNeighborsRegressor(16, distance)", KNeighborsRegressor(
+                    16, weights="distance")))]
+
+
+def sequences(device="auto", random_state=0):
+    """Test accuracy on the order task: learned particles, fixed features."""
+    from . import ParticleAttentionClassifier
+    from .datasets import make_order_task
+
+    X, y = make_order_task(1500, length=24, random_state=random_state)
+    Xt, yt = make_order_task(500, length=24, random_state=random_state + 1)
+    rows = []
+    for label, features in (("learned particles", "learned"), ("fixed features", "fixed")):
+        start = time.perf_counter()
+        clf = ParticleAttentionClassifier(features=features, max_epochs=25, device=device,
+                                          random_state=random_state).fit(X, y)
+        rows.append((label, clf.score(Xt, yt), time.perf_counter() - start))
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m sktransformer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,7 +190,24 @@ def main(argv=None):
     parser.add_argument("--device", default="auto")
     parser.add_argument("--random-state", type=int, default=0)
     args = parser.parse_args(argv)
-    print(format_table(run(args.data, device=args.device, random_state=args.random_state)))
+    kw = dict(device=args.device, random_state=args.random_state)
+    print("1. Clustering: the circuit and its variants against scikit-learn's KMeans\n")
+    print(format_table(run(args.data, **kw)), flush=True)
+    scores = learned_layer(random_state=args.random_state)
+    print("\n2. The learned clustering layer: mean log k-means objective after 20 layers, "
+          "64 unseen tasks (d=32, k=10)\n")
+    print("   " + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()), flush=True)
+    print("\n3. Learned kernels (64 features, standardized, 3-fold CV)\n")
+    print(f"   {'data':<14} {'model':<30} {'accuracy':>9} {'log loss':>9} {'fit s':>6}")
+    for name, label, accuracy, loss, seconds in learned_kernels(**kw):
+        print(f"   {name:<14} {label:<30} {accuracy:>9.3f} {loss:>9.3f} {seconds:>6.2f}")
+    print("\n4. kNN attention: diabetes, 3-fold R^2\n", flush=True)
+    for label, r2, seconds in knn_attention(**kw):
+        print(f"   {label:<36} R^2 {r2:.3f}   fit {seconds:.2f} s")
+    print("\n5. Linear attention over particles: is token 1 before token 2? (test accuracy)\n",
+          flush=True)
+    for label, accuracy, seconds in sequences(**kw):
+        print(f"   {label:<20} {accuracy:.3f}   fit {seconds:.1f} s")
 
 
 if __name__ == "__main__":

@@ -139,3 +139,18 @@ def test_transformers_name_their_outputs_and_speak_pandas(cls):
 def test_html_repr(cls):
     html = _instance(cls)._repr_html_()
     assert cls.__name__ in html and "<div" in html
+
+
+@pytest.mark.parametrize("cls", public_estimators(), ids=lambda c: c.__name__)
+def test_skops_round_trip(cls):
+    """skops stores every fitted estimator as plain arrays and settings: the only types a
+    user is asked to trust are the package's own classes."""
+    sio = pytest.importorskip("skops.io")
+    est, X = _fitted(_instance(cls))
+    blob = sio.dumps(est)
+    untrusted = sio.get_untrusted_types(data=blob)
+    assert all(name.startswith("sktransformer.") for name in untrusted), untrusted
+    loaded = sio.loads(blob, trusted=untrusted)
+    for method in ("predict", "transform", "predict_proba"):
+        if hasattr(est, method):
+            np.testing.assert_allclose(getattr(loaded, method)(X), getattr(est, method)(X))

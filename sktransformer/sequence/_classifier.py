@@ -34,7 +34,7 @@ from ..utils import (
     to_numpy,
     to_tensor,
 )
-from ._encoder import build, masked_mean
+from ._encoder import SequenceEncoder, build, masked_mean
 from ._linear import POSITIVE_MAPS
 
 
@@ -277,14 +277,13 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"Classification needs at least 2 classes; the data has "
                              f"{len(self.classes_)} class.")
         labels = to_tensor(y_index.astype(np.int64), device)
-        self.model_ = build(generator, device, n_classes=len(self.classes_),
-                            max_len=x.shape[1],
-                            n_tokens=self._n_tokens if self._tokens else None,
-                            n_inputs=self._n_inputs, d_model=self.d_model,
-                            n_heads=self.n_heads, n_layers=self.n_layers,
-                            n_features=self.n_features, kernel=self.kernel,
-                            attention=self.attention, causal=self.causal,
-                            tie_qk=self.tie_qk)
+        self._model_config = dict(
+            n_classes=len(self.classes_), max_len=x.shape[1],
+            n_tokens=self._n_tokens if self._tokens else None, n_inputs=self._n_inputs,
+            d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+            n_features=self.n_features, kernel=self.kernel, attention=self.attention,
+            causal=self.causal, tie_qk=self.tie_qk)
+        self.model_ = build(generator, device, **self._model_config)
         train, val = self._split(labels, generator)
         self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "phase_a": []}
         learned = self.attention == "kernel" and self.features == "learned"
@@ -399,6 +398,29 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
                                          "values); lower step_size.")
             attention.particles.copy_(W.to(attention.particles.dtype))
             self.history_["phase_a"].append(history)
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def __getstate__(self):
+        """The fitted module as its settings and numpy weights: pickle and skops store
+        plain arrays, never a torch object, and load on any machine."""
+        state = dict(super().__getstate__())  # a copy: the estimator keeps its module
+        if isinstance(state.get("model_"), torch.nn.Module):
+            weights = {k: v.detach().cpu().numpy().copy()
+                       for k, v in state["model_"].state_dict().items()}
+            state["model_"] = {"config": dict(self._model_config), "weights": weights}
+        return state
+
+    def __setstate__(self, state):
+        saved = state.get("model_")
+        if isinstance(saved, dict):
+            with torch.device("meta"):
+                model = SequenceEncoder(**saved["config"])
+            model = model.to_empty(device="cpu")
+            model.load_state_dict({k: torch.from_numpy(np.asarray(v))
+                                   for k, v in saved["weights"].items()})
+            state = {**state, "model_": model.eval()}
+        super().__setstate__(state)
 
     # -- prediction ----------------------------------------------------------------------
 
