@@ -15,7 +15,6 @@ the validation error that chose it, per validation of the dynamics.
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 from sklearn.linear_model import LogisticRegression

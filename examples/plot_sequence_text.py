@@ -14,7 +14,6 @@ the diagonal is perfect calibration.
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 from sklearn.calibration import calibration_curve
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression

@@ -97,12 +97,11 @@ def learned_layer(n_tasks=64, random_state=0):
     """Mean log k-means objective after 20 layers: the shipped layer and Lloyd."""
     import torch
 
-    from .cluster import LearnedKMeansLayer
-    from .cluster._learned import SHIPPED, kmeans_objective, lloyd_step
+    from .cluster import LearnedKMeansLayer, kmeans_objective, lloyd_step
     from .datasets import make_gmm_tasks
 
     X = torch.from_numpy(make_gmm_tasks(n_tasks, random_state=random_state + 12345)[0])
-    layer = LearnedKMeansLayer.load(SHIPPED)
+    layer = LearnedKMeansLayer.shipped()
     ours = theirs = X[:, :10]
     with torch.no_grad():
         for _ in range(20):
@@ -112,7 +111,7 @@ def learned_layer(n_tasks=64, random_state=0):
 
 
 def _cv(model, X, y, scoring):
-    from sklearn.model_selection import StratifiedKFold, KFold, cross_validate
+    from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
     folds = (StratifiedKFold if scoring[0] == "accuracy" else KFold)(3, shuffle=True,
                                                                       random_state=0)

@@ -6,8 +6,9 @@ index per key (``groups[i] = j``) makes that attention a segment operation, ``O(
 instead of ``O(n k)``. Each function here takes one score per key, the key's group and
 optionally a weight per key (its multiplicity: a key of weight 2 counts as two copies of
 itself) and returns, per key, its weight in its group's average (the weights of a group sum to
-1), or per group a threshold or a chosen key. The clustering variants differ only in which
-of these they use (see ``sktransformer.cluster._updates``).
+1), or per group a threshold or a chosen key: the quantile that trimmed k-means cuts at,
+sparsemax (robust k-means), the arg-max and its Gumbel perturbation (k-medoids). The plain
+mean of the members needs none of them: it is the ``index_add`` of the fast path.
 """
 
 import torch
@@ -31,16 +32,6 @@ def _cumsum_in_groups(values, groups_sorted, n_groups):
     per_group = values.new_zeros(n_groups).index_add_(0, groups_sorted, values)
     start = torch.cumsum(per_group, 0) - per_group
     return total - start[groups_sorted]
-
-
-def group_mean(scores, groups, n_groups, weight=None):
-    """Uniform weights over each group: the hard-attention limit when all members tie.
-
-    This is the center update of Lloyd's algorithm (the mean of the members).
-    """
-    w = _weights_or_ones(scores, weight)
-    total = w.new_zeros(n_groups).index_add_(0, groups, w)
-    return torch.where(total[groups] > 0, w / total[groups].clamp(min=1e-300), 0.0)
 
 
 def group_quantile(scores, groups, n_groups, weight=None, *, q):
@@ -83,15 +74,6 @@ def _kth_largest(scores, groups, n_groups, q):
             segment = segments[start:start + count]
             threshold[j] = -torch.kthvalue(-segment, r).values
     return threshold
-
-
-def group_normmax(scores, groups, n_groups, weight=None, *, threshold):
-    """Norm-max attention: uniform over the keys that score at least their group's threshold.
-
-    The trimmed center update: members farther than the threshold get weight exactly 0.
-    """
-    w = _weights_or_ones(scores, weight)
-    return group_mean(scores, groups, n_groups, w * (scores >= threshold[groups]))
 
 
 def group_sparsemax(scores, groups, n_groups, weight=None):

@@ -7,7 +7,7 @@ estimator is a choice of center-update block (``_updates.py``).
 from ._circuit import KMeansCircuit
 from ._kmeans import TransformerKMeans
 from ._kmedoids import TransformerKMedoids
-from ._learned import LearnedKMeansLayer
+from ._learned import LearnedKMeansLayer, kmeans_objective, lloyd_step
 from ._robust import RobustTransformerKMeans
 from ._spherical import SphericalTransformerKMeans
 from ._train import LayerTrainer
@@ -22,4 +22,6 @@ __all__ = [
     "TransformerKMeans",
     "TransformerKMedoids",
     "TrimmedTransformerKMeans",
+    "kmeans_objective",
+    "lloyd_step",
 ]

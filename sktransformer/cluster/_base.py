@@ -15,17 +15,18 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     ClusterMixin,
     TransformerMixin,
-    _fit_context,
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..utils import (
     ChunkRunner,
+    Interval,
+    StrOptions,
     check_squared_scale,
     chunk_rows,
+    fit_context,
     iter_chunks,
     logger,
     logs_verbosely,
@@ -185,7 +186,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return centers
 
     @logs_verbosely
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Run the circuit on X.
 

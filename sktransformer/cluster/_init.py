@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from ..attention._grouped import group_quantile
+from ..attention import group_quantile
 from ._lloyd import sq_distances
 
 

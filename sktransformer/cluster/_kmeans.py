@@ -5,15 +5,16 @@ from numbers import Real
 
 import numpy as np
 import torch
-from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..utils import (
+    Interval,
+    StrOptions,
     check_squared_scale,
     chunk_rows,
+    fit_context,
     make_generator,
     resolve_device,
     to_numpy,
@@ -184,7 +185,7 @@ default="k-means++"
 
     fit.__doc__ = BaseCircuitClustering.fit.__doc__
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, sample_weight=None):
         """One mini-batch layer on X: the online k-means update.
 

@@ -4,9 +4,8 @@ from numbers import Real
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..utils import to_numpy
+from ..utils import Interval, StrOptions, to_numpy
 from . import _lloyd
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
 from ._init import kmeans_plusplus, random_rows

@@ -207,6 +207,11 @@ class LearnedKMeansLayer(torch.nn.Module):
         os.replace(tmp, path)
 
     @classmethod
+    def shipped(cls):
+        """The layer shipped with the package (d = 32, k = 10; ``weights="learned"``)."""
+        return cls.load(SHIPPED)
+
+    @classmethod
     def load(cls, path):
         """Read a file written by :meth:`save`; anything else is a ``ValueError``.
 

@@ -2,8 +2,7 @@
 
 from numbers import Real
 
-from sklearn.utils._param_validation import Interval
-
+from ..utils import Interval
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
 from ._updates import Sparsemax
 

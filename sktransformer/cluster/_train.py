@@ -19,8 +19,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from ..datasets import make_gmm_tasks
-from ..datasets._gmm import NOISES
+from ..datasets import NOISES, make_gmm_tasks
 from ..utils import logger, make_generator, progress, verbosity
 from ._learned import (
     LearnedKMeansLayer,

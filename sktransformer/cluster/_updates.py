@@ -2,7 +2,7 @@
 
 Every variant runs the same layer (``_lloyd.run_layers``): the assignment block scores the
 points against the centers, then one of these updates lets each center attend to its
-members with its own weighting (``sktransformer.attention._grouped``):
+members with its own weighting (the grouped weightings of ``sktransformer.attention``):
 
 =================  ===========================================  ======================
 update             attention of center j over its members       variant
@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from ..attention import _grouped
+from ..attention import group_argmax, group_quantile, group_sparsemax, gumbel
 from . import _lloyd
 
 
@@ -100,7 +100,7 @@ class Trim:
     def _mark(self, labels, min_dist, sample_weight):
         groups, n_groups = self._groups(labels)
         score = -min_dist
-        cut = _grouped.group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
+        cut = group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
         kept = score >= cut[groups]
         return torch.where(kept, labels, -1), kept
 
@@ -154,7 +154,7 @@ class Sparsemax:
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
         scores = min_dist * (-self.beta / math.sqrt(points.d))
-        p = _grouped.group_sparsemax(scores, labels, self.n_clusters, sample_weight)
+        p = group_sparsemax(scores, labels, self.n_clusters, sample_weight)
         sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
         weight = p.new_zeros(self.n_clusters).index_add_(0, labels, p).to(sums.dtype)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
@@ -216,10 +216,10 @@ class Medoid:
         if self.gumbel_temperature is not None:
             if self.scale is None:
                 self.scale = float(scores.abs().mean()) or 1.0
-            scores = scores / (self.gumbel_temperature * self.scale) + _grouped.gumbel(
+            scores = scores / (self.gumbel_temperature * self.scale) + gumbel(
                 scores, generator=self.generator)
             incumbent = None
-        chosen = _grouped.group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
+        chosen = group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
                                        rtol=torch.finfo(scores.dtype).eps ** 0.5)
         empty = chosen < 0
         if empty.any():  # scikit-learn's relocation: onto the farthest points

@@ -1,10 +1,16 @@
 """Learned kernels: random features as particles, moved by Langevin dynamics on alignment.
 
-Feature maps (``_features``), the energy (``_hamiltonian``), the dynamics (``_langevin``),
-the estimators (``_particles``) and the importance-sampling baseline (``_importance``).
+The energy (``_hamiltonian``), the dynamics and the one particle-training function
+(``_langevin``), the choices made on held-out rows (``_selection``), the estimators
+(``_particles``) and the importance-sampling baseline (``_importance``). The feature maps
+themselves are attention's (``sktransformer.attention.features``).
 """
 
+from ._hamiltonian import alignment, hamiltonian, potential, riesz_energy, target_codes
 from ._importance import ImportanceSampledRFF
+from ._langevin import langevin, train_particles
 from ._particles import ParticleKernelClassifier, ParticleKernelSampler
 
-__all__ = ["ImportanceSampledRFF", "ParticleKernelClassifier", "ParticleKernelSampler"]
+__all__ = ["ImportanceSampledRFF", "ParticleKernelClassifier", "ParticleKernelSampler",
+           "alignment", "hamiltonian", "langevin", "potential", "riesz_energy",
+           "target_codes", "train_particles"]

@@ -12,7 +12,7 @@ instead of an autograd graph: what the dynamics run on.
 
 import torch
 
-from ._features import features, features_pullback
+from ..attention import features, features_pullback
 
 ALIGNMENTS = ("uncentered", "centered", "normalized")
 

@@ -10,16 +10,22 @@ from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    _fit_context,
 )
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..attention import sparsemax
-from ..utils import chunk_rows, iter_chunks, make_generator, to_numpy, to_tensor
-from ._features import features, initial_particles, resolve_gamma
+from ..attention import features, initial_particles, sparsemax
+from ..utils import (
+    Interval,
+    StrOptions,
+    chunk_rows,
+    fit_context,
+    iter_chunks,
+    make_generator,
+    to_numpy,
+    to_tensor,
+)
 from ._hamiltonian import target_codes
-from ._particles import _validate_targets
+from ._particles import _validate_targets, resolve_gamma
 
 
 def chi_square_tilt(v, rho, n_bisect=100):
@@ -119,7 +125,7 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Score the candidates on (X, y), tilt, and sample the features.
 

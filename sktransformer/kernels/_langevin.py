@@ -1,10 +1,13 @@
-"""Projected Langevin dynamics of the particles (the paper's Algorithm 1)."""
+"""Projected Langevin dynamics of the particles (the paper's Algorithm 1), and the one
+function that trains particles on labeled samples, for every estimator that has them."""
 
 import math
 
 import torch
 
+from ..attention import favor_offset
 from ..utils import logger
+from ._hamiltonian import potential
 
 
 def project_to_ball(W, radius):
@@ -78,3 +81,54 @@ def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radiu
             logger.info(f"step {step}: H {history['hamiltonian'][-1]:.6g}, "
                         f"alignment {history['alignment'][-1]:.6g}")
     return W, history
+
+
+def train_particles(kernel, X, Y, U, b=None, *, scale=1.0, alignment="normalized",
+                    repulsion=0.1, s=1.0, eps=1e-3, n_iter=100, step_size=1.0,
+                    beta=math.inf, radius=None, batch_size=None, generator, progress=None,
+                    verbose=0, validate=None, validate_every=10):
+    """Move particles by projected Langevin dynamics on minus the alignment plus repulsion.
+
+    The features are ``features(kernel, X, W, b)`` at ``W = scale * U`` (FAVOR+'s exponent
+    shifted by its maximum over the step's rows, a factor the normalized alignment ignores),
+    the alignment is with the target codes ``Y``
+    (:func:`~sktransformer.kernels.target_codes`), and the Riesz repulsion acts between the
+    rows of ``U``, the particles in their own units. ``scale`` is a number, or a function of
+    no argument read at every step (a bandwidth that ``validate`` moves during the run).
+
+    Parameters
+    ----------
+    kernel : str
+        One of :data:`~sktransformer.attention.FEATURE_MAPS`.
+    X : Tensor of shape (n_samples, n_features)
+    Y : Tensor of shape (n_samples, n_classes)
+    U : Tensor of shape (n_particles, n_features)
+        The initial particles.
+    b : Tensor of shape (n_particles,) or None
+        The phases of ``"rff"``.
+    scale, alignment, repulsion, s, eps, n_iter, step_size, beta, radius, batch_size
+        As in :class:`~sktransformer.ParticleKernelSampler`.
+    generator : torch.Generator
+    progress, verbose, validate, validate_every
+        As in :func:`langevin`.
+
+    Returns
+    -------
+    U : Tensor of shape (n_particles, n_features)
+        The particles after the last step.
+    history : dict of lists
+        :func:`langevin`'s per-step record.
+    """
+    current = scale if callable(scale) else (lambda: scale)
+
+    def drift(U, rows):
+        Xb, Yb = (X, Y) if rows is None else (X[rows], Y[rows])
+        factor = current()
+        offset = favor_offset(Xb, U * factor) if kernel == "favor+" else 0.0
+        return potential(kernel, Xb, U, b, Yb, scale=factor, offset=offset,
+                         repulsion=repulsion, s=s, eps=eps, kind=alignment)
+
+    return langevin(drift, U, n_samples=len(X), n_iter=n_iter, step_size=step_size,
+                    beta=beta, radius=radius, batch_size=batch_size, generator=generator,
+                    verbose=verbose, progress=progress, validate=validate,
+                    validate_every=validate_every)

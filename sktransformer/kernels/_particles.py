@@ -10,34 +10,29 @@ from sklearn.base import (
     ClassifierMixin,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    _fit_context,
     clone,
 )
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
-from tqdm.auto import tqdm
 
+from ..attention import FEATURE_MAPS, favor_offset, features, initial_particles, n_particles
 from ..utils import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    fit_context,
     logger,
     logs_verbosely,
     make_generator,
+    progress,
     resolve_device,
     to_numpy,
     to_tensor,
 )
-from ._features import (
-    FEATURE_MAPS,
-    favor_offset,
-    features,
-    initial_particles,
-    n_particles,
-    resolve_gamma,
-)
-from ._hamiltonian import ALIGNMENTS, potential, target_codes
-from ._langevin import langevin
+from ._hamiltonian import ALIGNMENTS, target_codes
+from ._langevin import train_particles
 from ._selection import choose_C, ridge_validation_error, validation_split
 
 _PARTICLE_PARAMS = {
@@ -117,6 +112,15 @@ _PARAMS_DOC = """
 # feature maps' details, the held-out selection) is a parameter with a default.
 _VALIDATE_EVERY = 10
 _SEARCH = tuple(2.0 ** k for k in range(-5, 6))  # the bandwidth search, scale multipliers
+
+
+def resolve_gamma(gamma, X):
+    """``gamma="scale"`` is ``1 / (n_features * X.var())`` (scikit-learn's SVC and
+    RBFSampler), 1 for constant X; a number is used as it is."""
+    if isinstance(gamma, str):  # "scale"
+        var = float(np.var(X, dtype=np.float64))
+        return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+    return float(gamma)
 
 
 def _validate_targets(y):
@@ -220,7 +224,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         return tags
 
     @logs_verbosely
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn the particles from labeled data (or draw fixed ones without labels).
 
@@ -305,24 +309,16 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             if errors[j] < best["error"]:
                 best.update(error=errors[j], U=U.clone(), scale=scale, step=step)
 
-        def drift(U, rows):
-            Xb, Yb = (X_train, Y_train) if rows is None else (X_train[rows], Y_train[rows])
-            offset = (favor_offset(Xb, U * (base * scale)) if self.kernel == "favor+"
-                      else 0.0)
-            return potential(self.kernel, Xb, U, b, Yb, scale=base * scale, offset=offset,
-                             repulsion=self.repulsion, s=self.s, eps=self.eps,
-                             kind=self.alignment)
-
         radius = self.radius
         if radius == "auto":
             radius = 3.0 * float(U.square().sum(1).mean().sqrt())
-        with tqdm(total=self.n_iter, disable=not self.verbose,
-                  desc="particles (Langevin)") as bar:
-            _, history = langevin(drift, U, n_samples=len(train), n_iter=self.n_iter,
-                                  step_size=self.step_size, beta=self.beta, radius=radius,
-                                  batch_size=self.batch_size, generator=generator,
-                                  progress=bar, validate=validate,
-                                  validate_every=_VALIDATE_EVERY)
+        with progress(self.n_iter, self.verbose, "particles (Langevin)") as bar:
+            _, history = train_particles(
+                self.kernel, X_train, Y_train, U, b, scale=lambda: base * scale,
+                alignment=self.alignment, repulsion=self.repulsion, s=self.s, eps=self.eps,
+                n_iter=self.n_iter, step_size=self.step_size, beta=self.beta, radius=radius,
+                batch_size=self.batch_size, generator=generator, progress=bar,
+                verbose=self.verbose, validate=validate, validate_every=_VALIDATE_EVERY)
         if not all(math.isfinite(h) for h in history["hamiltonian"]):
             logger.warning("The particles diverged (non-finite energy); the best particles "
                            "before that are kept. Lower step_size or set a radius.")
@@ -447,7 +443,7 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     @logs_verbosely
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Phase A (particles) then Phase B (the linear model on frozen features).
 

@@ -5,13 +5,15 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..attention import knn_attention, knn_attention_grad
 from ..utils import (
+    Interval,
+    StrOptions,
     check_squared_scale,
+    fit_context,
     logger,
     logs_verbosely,
     make_generator,
@@ -137,7 +139,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
                              n_samples=self.n_samples, generator=generator)
 
     @logs_verbosely
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Learn the projection by leave-one-out kNN attention error.
 

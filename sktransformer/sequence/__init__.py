@@ -4,8 +4,8 @@ that turns text into the token sequences it reads."""
 
 from ._classifier import ParticleAttentionClassifier
 from ._encoder import SequenceEncoder
-from ._linear import KernelAttention, kernel_attention, positive_features
+from ._linear import KernelAttention
 from ._vectorizer import SequenceVectorizer
 
 __all__ = ["KernelAttention", "ParticleAttentionClassifier", "SequenceEncoder",
-           "SequenceVectorizer", "kernel_attention", "positive_features"]
+           "SequenceVectorizer"]

@@ -11,8 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     check_consistent_length,
@@ -21,11 +20,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..kernels._features import favor_offset
-from ..kernels._hamiltonian import potential, target_codes
-from ..kernels._langevin import langevin
+from ..attention import POSITIVE_MAPS
+from ..kernels import target_codes, train_particles
 from ..utils import (
+    Interval,
+    StrOptions,
     check_squared_scale,
+    fit_context,
     logger,
     logs_verbosely,
     make_generator,
@@ -35,7 +36,6 @@ from ..utils import (
     to_tensor,
 )
 from ._encoder import SequenceEncoder, build, masked_mean
-from ._linear import POSITIVE_MAPS
 
 
 class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
@@ -252,7 +252,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
     # -- fitting -------------------------------------------------------------------------
 
     @logs_verbosely
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Train the encoder: warm-up, phase A (particles), phase B (the rest).
 
@@ -381,18 +381,11 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             targets = Y.repeat_interleave(pooled.shape[1], dim=0)
             W = attention.particles.double()
             radius = 3.0 * float(W.square().sum(1).mean().sqrt())
-            offset = favor_offset(samples, W) if self.kernel == "favor+" else 0.0
-
-            def drift(W, rows):
-                Xb, Yb = (samples, targets) if rows is None else (samples[rows], targets[rows])
-                return potential(self.kernel, Xb, W, None, Yb, offset=offset,
-                                 repulsion=self.repulsion, kind="normalized")
-
             with progress(self.n_iter, self.verbose, f"phase A, block {i}") as bar:
-                W, history = langevin(drift, W, n_samples=len(samples), n_iter=self.n_iter,
-                                      step_size=self.step_size, beta=self.beta,
-                                      radius=radius, batch_size=None, generator=generator,
-                                      verbose=self.verbose, progress=bar)
+                W, history = train_particles(
+                    self.kernel, samples, targets, W, repulsion=self.repulsion,
+                    n_iter=self.n_iter, step_size=self.step_size, beta=self.beta,
+                    radius=radius, generator=generator, verbose=self.verbose, progress=bar)
             if not torch.isfinite(W).all():
                 raise FloatingPointError("The particles diverged in phase A (non-finite "
                                          "values); lower step_size.")

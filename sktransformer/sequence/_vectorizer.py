@@ -7,11 +7,11 @@ from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
-    _fit_context,
 )
 from sklearn.feature_extraction.text import CountVectorizer
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
+
+from ..utils import Interval, fit_context
 
 PAD, UNKNOWN = 0, 1
 
@@ -87,7 +87,7 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
                                   token_pattern=self.token_pattern).build_analyzer()
         return [analyze(doc) for doc in documents]
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn the vocabulary of the documents ``X`` (an iterable of str)."""
         tokens = self._tokens(X)

@@ -6,12 +6,17 @@ from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
 from ._scale import check_squared_scale
+from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 
 __all__ = [
     "ChunkRunner",
+    "HasMethods",
+    "Interval",
+    "StrOptions",
     "DeviceWarning",
     "check_squared_scale",
     "chunk_rows",
+    "fit_context",
     "iter_chunks",
     "logger",
     "logs_verbosely",

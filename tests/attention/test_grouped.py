@@ -4,15 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from sktransformer.attention import sparsemax
-from sktransformer.attention._grouped import (
-    group_argmax,
-    group_mean,
-    group_normmax,
-    group_quantile,
-    group_sparsemax,
-    gumbel,
-)
+from sktransformer.attention import group_argmax, group_quantile, group_sparsemax, gumbel, sparsemax
 
 
 def _problem(seed=0, n=200, k=7):
@@ -42,23 +34,6 @@ def test_group_sparsemax_is_sparsemax_of_each_group_with_repetition(weighted):
         per_key.index_add_(0, torch.repeat_interleave(torch.arange(len(reps)), reps), dense)
         torch.testing.assert_close(p[members], per_key)
         assert float(p[members].sum()) == pytest.approx(1.0)
-
-
-def test_group_mean_and_normmax():
-    scores, groups, k, weight = _problem(1)
-    m = group_mean(scores, groups, k, weight)
-    threshold = torch.zeros(k, dtype=torch.float64)
-    nm = group_normmax(scores, groups, k, weight, threshold=threshold)
-    for j in range(k):
-        members = groups == j
-        if weight[members].sum() == 0:
-            assert (m[members] == 0).all()
-            continue
-        torch.testing.assert_close(m[members], weight[members] / weight[members].sum())
-        kept = members & (scores >= 0)
-        if weight[kept].sum() > 0:
-            torch.testing.assert_close(nm[kept], weight[kept] / weight[kept].sum())
-        assert (nm[members & (scores < 0)] == 0).all()
 
 
 @pytest.mark.parametrize("q", [0.0, 0.3, 0.9, 1.0])

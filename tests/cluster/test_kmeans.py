@@ -274,7 +274,8 @@ def test_random_init_draws_rows_in_proportion_to_sample_weight(monkeypatch):
                           device="cpu").fit(X, sample_weight=w)
     assert len(drawn) == 20 and all((indices < 10).all() for indices in drawn)
     with pytest.raises(ValueError, match="only 2 rows have a positive weight"):
-        TransformerKMeans(3, init="random", device="cpu").fit(X, sample_weight=np.r_[1, 1, np.zeros(98)])
+        TransformerKMeans(3, init="random", device="cpu").fit(
+            X, sample_weight=np.r_[1, 1, np.zeros(98)])
 
 
 def test_not_fitted():

@@ -12,12 +12,12 @@ from sklearn.linear_model import LogisticRegression, RidgeClassifier
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 
+from sktransformer.attention import FEATURE_MAPS, features, initial_particles
 from sktransformer.kernels import (
     ImportanceSampledRFF,
     ParticleKernelClassifier,
     ParticleKernelSampler,
 )
-from sktransformer.kernels._features import FEATURE_MAPS, features, initial_particles
 from sktransformer.kernels._hamiltonian import alignment, hamiltonian, target_codes
 from sktransformer.kernels._importance import chi_square_tilt
 from sktransformer.kernels._langevin import project_to_ball
@@ -246,7 +246,7 @@ def test_orthogonal_rows_are_uniform_directions():
     """Orthogonal random features are unbiased: E[exp(w.x - |x|^2/2)] = 1 for Gaussian-norm
     rows in uniform directions. Q of a QR needs the signs of R's diagonal for that; without
     them the mean stayed 7% off however many rows were drawn."""
-    from sktransformer.kernels._features import orthogonal_gaussian
+    from sktransformer.attention import orthogonal_gaussian
 
     g = torch.Generator().manual_seed(0)
     W = orthogonal_gaussian(1 << 16, 8, generator=g)
@@ -263,7 +263,7 @@ def test_orthogonal_rows_are_uniform_directions():
 @pytest.mark.parametrize("kind", ["uncentered", "centered", "normalized"])
 @pytest.mark.parametrize("s", [0.0, 1.0])
 def test_closed_form_potential_matches_autograd_of_the_hamiltonian(kernel, kind, s):
-    from sktransformer.kernels._features import favor_offset
+    from sktransformer.attention import favor_offset
     from sktransformer.kernels._hamiltonian import potential, riesz_energy
 
     X, Y, U, b = _problem(kernel=kernel, n_classes=3)

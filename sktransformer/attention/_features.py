@@ -9,19 +9,9 @@ models.
 
 import math
 
-import numpy as np
 import torch
 
 FEATURE_MAPS = ("rff", "rff_cossin", "favor+", "porf", "softmax")
-
-
-def resolve_gamma(gamma, X):
-    """``gamma="scale"`` is ``1 / (n_features * X.var())`` (scikit-learn's SVC and
-    RBFSampler), 1 for constant X; a number is used as it is."""
-    if isinstance(gamma, str):  # "scale"
-        var = float(np.var(X, dtype=np.float64))
-        return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
-    return float(gamma)
 
 
 def n_particles(kernel, n_components):
@@ -85,7 +75,7 @@ def features(kernel, X, W, b, *, offset=0.0):
         z = X @ W.T
         return torch.cat([torch.cos(z), torch.sin(z)], -1) / math.sqrt(N)
     if kernel == "favor+":
-        return torch.exp(_favor_exponent(X, W) - offset) / math.sqrt(N)
+        return torch.exp(favor_exponent(X, W) - offset) / math.sqrt(N)
     z = (X * X.shape[-1] ** -0.25) @ W.T
     if kernel == "porf":
         return (torch.nn.functional.softplus(z) + 1e-3) / math.sqrt(N)
@@ -120,11 +110,12 @@ def features_pullback(kernel, X, W, b, Phi, d_phi, *, offset=0.0):
     return dz.T @ x
 
 
-def _favor_exponent(X, W):
+def favor_exponent(X, W):
+    """The exponent of ``"favor+"``: ``w . x~ - ||x~||^2 / 2``, ``x~ = x d^(-1/4)``."""
     x = X * X.shape[-1] ** -0.25
     return x @ W.T - 0.5 * x.square().sum(-1, keepdim=True)
 
 
 def favor_offset(X, W):
     """The largest exponent of ``"favor+"`` on X, subtracted so that exp stays finite."""
-    return float(_favor_exponent(X, W).max())
+    return float(favor_exponent(X, W).max())
