@@ -22,9 +22,10 @@ layer in the block-sparse coordinates that these projections make possible, in c
 import torch
 from torch import nn
 
-from ..attention import attend
+from ..attention import attend, get_score
 
 BLOCKS = ("assign", "reset_points", "update", "reset_centers")
+CIRCUIT_ATTENTIONS = ("euclidean", "dot")  # the scores with a written construction
 
 
 def _diag(*parts):
@@ -78,7 +79,7 @@ class KMeansCircuit(nn.Module):
         center_update="softmax",
     ):
         super().__init__()
-        if attention not in ("euclidean", "dot"):
+        if attention not in CIRCUIT_ATTENTIONS:
             raise ValueError(f"attention={attention!r}; choose 'euclidean' or 'dot'.")
         if center_update not in ("softmax", "linear"):
             raise ValueError(f"center_update={center_update!r}; choose 'softmax' or 'linear'.")
@@ -139,8 +140,8 @@ class KMeansCircuit(nn.Module):
         n, k = X.shape[0], self.n_clusters
         points = [X, X.new_zeros(n, k)]
         cents = [centers, torch.eye(k, dtype=X.dtype, device=X.device)]
-        if self.attention == "dot":
-            points += [X.square().sum(1, keepdim=True), X.new_ones(n, 1)]
+        if self.attention == "dot":  # the dot score's slots [||x||^2, 1]
+            points.append(get_score("dot").queries(X)[:, self.n_features:])
             cents += [X.new_ones(k, 1), centers.square().sum(1, keepdim=True)]
         return torch.cat(points, 1), torch.cat(cents, 1)
 

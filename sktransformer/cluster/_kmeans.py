@@ -9,6 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..attention import SCORES
 from ..utils import (
     Interval,
     StrOptions,
@@ -22,7 +23,7 @@ from ..utils import (
 )
 from . import _lloyd
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering, check_sample_weight
-from ._circuit import KMeansCircuit
+from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
 from ._updates import Mean
 
@@ -44,9 +45,11 @@ class TransformerKMeans(BaseCircuitClustering):
         Softmax temperature of the assignment block: weights
         ``softmax(-||x - c||^2 / temperature)`` (the paper's gamma is ``1 / temperature``).
         ``None`` is the hard limit, Lloyd's algorithm.
-    attention : {"euclidean", "dot"}, default="euclidean"
-        Euclidean attention (Theorem 2.1) or its dot-product form on augmented tokens
-        (Theorem 2.2). Both give the same clustering, up to rounding.
+    attention : str, default="euclidean"
+        The score of the assignment block, a key of
+        :data:`sktransformer.attention.SCORES`: ``"euclidean"`` (Theorem 2.1) or its
+        dot-product form on augmented tokens, ``"dot"`` (Theorem 2.2); both give the same
+        clustering, up to rounding. A score registered there is accepted here.
     weights : None, "learned", path or LearnedKMeansLayer, default=None
         ``None`` runs the exact circuit (Lloyd). Otherwise each layer is a *trained* layer
         (:class:`~sktransformer.cluster.LearnedKMeansLayer`): ``"learned"`` is the one
@@ -124,7 +127,7 @@ default="k-means++"
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "temperature": [None, Interval(Real, 0, None, closed="neither")],
-        "attention": [StrOptions({"euclidean", "dot"})],
+        "attention": [StrOptions(set(SCORES))],
         "weights": [None, str, os.PathLike, LearnedKMeansLayer],
     }
 
@@ -294,6 +297,10 @@ default="k-means++"
         check_is_fitted(self)
         if self.weights is not None:
             return resolve_weights(self.weights)
+        if self.attention not in CIRCUIT_ATTENTIONS:
+            raise ValueError(f"The token-level circuit is written for attention in "
+                             f"{CIRCUIT_ATTENTIONS}; attention={self.attention!r} has the "
+                             f"fast evaluation only.")
         return KMeansCircuit(
             self.n_features_in_, self.n_clusters, temperature=self.temperature,
             attention=self.attention,

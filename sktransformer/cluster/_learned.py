@@ -21,12 +21,14 @@ from numbers import Integral, Real
 
 import torch
 
+from ..attention import get_score
 from ..utils import logger
 
 BLOCKS = ("assign", "reset_points", "update", "reset_centers")
 FORMAT = "sktransformer.LearnedKMeansLayer"
 VERSION = 2  # 2 adds ``normalize``; version 1 files (no normalization) still load
 _TILE = 1 << 22  # elements of one (queries, keys) attention tile at inference
+_EUCLIDEAN = get_score("euclidean")
 
 
 def check_config(n_features, n_clusters, scratch=True, normalize=True, a=1.0, dropout=0.01):
@@ -125,18 +127,18 @@ class LearnedKMeansLayer(torch.nn.Module):
     def attend(self, block, queries, keys, generator=None):
         """``sum_j softmax_j(-a ||Q q - K k_j||^2 / sqrt(D)) V k_j`` for each query."""
         q = self._project(block, "Q", queries)
-        k = self._project(block, "K", keys)
+        k = _EUCLIDEAN.keys(self._project(block, "K", keys))  # the score's token algebra
         v = self._project(block, "V", keys)
-        scale = self.a / math.sqrt(self.width)
-        k_sq = k.square().sum(-1).unsqueeze(-2)  # ||Q q||^2 is constant over keys: dropped
+        scale = _EUCLIDEAN.logit_scale * self.a / math.sqrt(self.width)
         rows = max(1, _TILE // max(1, k.shape[-2] * k.shape[0]))
         if self.training or q.shape[-2] <= rows:
-            return self._weights(q, k, k_sq, scale, generator) @ v
-        return torch.cat([self._weights(q[:, s:s + rows], k, k_sq, scale, None) @ v
+            return self._weights(q, k, scale, generator) @ v
+        return torch.cat([self._weights(q[:, s:s + rows], k, scale, None) @ v
                           for s in range(0, q.shape[-2], rows)], -2)
 
-    def _weights(self, q, k, k_sq, scale, generator):
-        w = torch.softmax((2 * q @ k.transpose(-1, -2) - k_sq) * scale, dim=-1)
+    def _weights(self, q, keys, scale, generator):
+        # ||Q q||^2 is constant over the keys: the softmax drops it
+        w = torch.softmax((_EUCLIDEAN.queries(q) @ keys.transpose(-1, -2)) * scale, dim=-1)
         if self.training and self.dropout > 0:
             keep = torch.rand(w.shape, generator=generator, dtype=w.dtype) >= self.dropout
             w = w * keep / (1 - self.dropout)
@@ -262,8 +264,7 @@ class LearnedKMeansLayer(torch.nn.Module):
 
 def sq_distances(X, centers):
     """``||x_i - c_j||^2`` for batches: (B, n, d), (B, k, d) -> (B, n, k)."""
-    return (X.square().sum(-1, keepdim=True) - 2 * X @ centers.transpose(-1, -2)
-            + centers.square().sum(-1).unsqueeze(-2)).clamp(min=0)
+    return -_EUCLIDEAN(X, centers)
 
 
 def kmeans_objective(X, centers):

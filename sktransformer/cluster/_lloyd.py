@@ -19,18 +19,20 @@ All functions take valid tensors (no input validation) and return tensors.
 
 import torch
 
+from ..attention import get_score
 from ..utils import ChunkRunner, iter_chunks, logger, progress
 
 
 class PointTokens:
     """The point tokens of one data set, and the center keys that score against them.
 
-    ``"euclidean"``: points ``[x, 1]``, centers ``[c, -||c||^2/2]``: score
-    ``s = x.c - ||c||^2/2``, so ``||x - c||^2 = ||x||^2 - 2 s`` and the softmax logit is
-    ``2 s / t``. ``"dot"``: the paper's tokens ``[x, ||x||^2, 1]`` and
-    ``[2c, -1, -||c||^2]``: ``s = -||x - c||^2`` exactly, the logit is ``s / t``.
-    Points are centered by ``shift`` (precision in float32); centers live in the same
-    shifted coordinates.
+    The token algebra is the score's (:mod:`sktransformer.attention`'s registry,
+    ``attention`` is its key): ``"euclidean"``: points ``[x, 1]``, centers
+    ``[c, -||c||^2/2]``, score ``s = x.c - ||c||^2/2``, so ``||x - c||^2 = ||x||^2 - 2 s``
+    and the softmax logit is ``2 s / t``; ``"dot"``: the paper's tokens ``[x, ||x||^2, 1]``
+    and ``[2c, -1, -||c||^2]``, ``s = -||x - c||^2`` exactly, the logit ``s / t``. The last
+    column of a point token is always 1: its sum is a cluster's weight. Points are centered
+    by ``shift`` (precision in float32); centers live in the same shifted coordinates.
 
     Each chunk's tokens are built into a reused buffer, never all ``n`` at once. (Building
     them once per fit, as scikit-learn makes one centered copy of X, measured slower on the
@@ -42,29 +44,24 @@ class PointTokens:
     """
 
     def __init__(self, X, *, rows, attention="euclidean", shift=None):
-        self.X, self.rows, self.attention = X, rows, attention
+        self.X, self.rows, self.score = X, rows, get_score(attention)
         self.shift = shift if shift is not None else X.new_zeros(X.shape[1])
         self.n, self.d = X.shape
-        self.x_sq = X.new_empty(self.n)  # ||x_i - shift||^2, chunked: no full copy of X
+        self.x_sq = X.new_empty(self.n)  # what the score needs per point, chunked
         for sl in iter_chunks(self.n, rows):
-            self.x_sq[sl] = (X[sl] - self.shift).square().sum(1)
-        self.width = self.d + (2 if attention == "dot" else 1)
+            self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
+        self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
-        self.scale = 1.0 if attention == "dot" else 2.0
 
     def _build(self, sl, out):
         tokens = out[:sl.stop - sl.start]
         torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
-        if self.attention == "dot":
-            tokens[:, self.d] = self.x_sq[sl]
+        self.score.slots(self.x_sq[sl], tokens[:, self.d:])
         return tokens
 
     def keys(self, centers):
         """Center tokens ``(k, D)`` for centers in the shifted coordinates."""
-        half = 0.5 * centers.square().sum(1, keepdim=True)
-        if self.attention == "dot":
-            return torch.cat([2.0 * centers, -torch.ones_like(half), -2.0 * half], 1)
-        return torch.cat([centers, -half], 1)
+        return self.score.keys(centers)
 
     def chunks(self, keys, start, stop):
         """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
@@ -74,7 +71,6 @@ class PointTokens:
         """
         rows = min(self.rows, stop - start)
         buffer = self.X.new_empty(rows, self.width)
-        buffer[:, -1] = 1.0  # read, never written, by the update
         tile = self.X.new_empty(keys.shape[0], rows)
         for sl in iter_chunks(stop, rows, start):
             m = sl.stop - sl.start
@@ -84,9 +80,11 @@ class PointTokens:
 
     def sq_dist(self, sl, best):
         """Squared distance to the center of score ``best`` (broadcasts over centers)."""
-        if self.attention == "dot":
-            return -best
-        return torch.addcmul(self.x_sq[sl], best, best.new_tensor(-2.0))
+        return self.score.sq_dist(best, self.x_sq[sl])
+
+    def logits(self, sl, scores, temperature):
+        """Soft-assignment logits of a ``(k, m)`` score tile (overwrites it)."""
+        return self.score.logits(scores, self.x_sq[sl], temperature)
 
     def rows_of(self, index):
         """Shifted coordinates of the points ``index``."""
@@ -180,7 +178,7 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
             if temperature is None:
                 acc.index_add_(0, lab, values)
             else:
-                acc.addmm_(torch.softmax(scores.mul_(points.scale / temperature), dim=0),
+                acc.addmm_(torch.softmax(points.logits(sl, scores, temperature), dim=0),
                            values)
         return acc
 

@@ -220,7 +220,7 @@ class Medoid:
                 scores, generator=self.generator)
             incumbent = None
         chosen = group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
-                                       rtol=torch.finfo(scores.dtype).eps ** 0.5)
+                              rtol=torch.finfo(scores.dtype).eps ** 0.5)
         empty = chosen < 0
         if empty.any():  # scikit-learn's relocation: onto the farthest points
             far = torch.topk(min_dist, int(empty.sum())).indices

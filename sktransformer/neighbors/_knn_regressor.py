@@ -8,7 +8,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..attention import knn_attention, knn_attention_grad
+from ..attention import get_score, knn_attention, knn_attention_grad
 from ..utils import (
     Interval,
     StrOptions,
@@ -24,12 +24,8 @@ from ..utils import (
 )
 
 
-def _augment(Z, role):
-    """Tokens whose dot product is ``-||q - k||^2`` up to a per-query constant (the
-    dot-product form of Euclidean attention): queries ``[z, 1]``, keys ``[2z, -||z||^2]``."""
-    if role == "query":
-        return torch.cat([Z, torch.ones_like(Z[..., :1])], -1)
-    return torch.cat([2 * Z, -Z.square().sum(-1, keepdim=True)], -1)
+# Euclidean attention as one matmul of augmented tokens: the registry's token algebra
+_EUCLIDEAN = get_score("euclidean")
 
 
 class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
@@ -134,8 +130,9 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         return tags
 
     def _attend(self, Q, K, V, n_neighbors, estimator="truncated", generator=None):
-        return knn_attention(_augment(Q, "query"), _augment(K, "key"), V, n_neighbors,
-                             estimator=estimator, scale=1.0 / self.temperature,
+        return knn_attention(_EUCLIDEAN.queries(Q), _EUCLIDEAN.keys(K), V, n_neighbors,
+                             estimator=estimator,
+                             scale=_EUCLIDEAN.logit_scale / self.temperature,
                              n_samples=self.n_samples, generator=generator)
 
     @logs_verbosely
@@ -189,8 +186,9 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
                                       device=generator.device)[:self.batch_size].to(device)
             Z = Xs @ P
             # leave one out: query i never sees its own key
-            pred = knn_attention_grad(_augment(Z[rows], "query"), _augment(Z, "key"), Ys, k,
-                                      backward=backward, scale=1.0 / self.temperature,
+            pred = knn_attention_grad(_EUCLIDEAN.queries(Z[rows]), _EUCLIDEAN.keys(Z), Ys, k,
+                                      backward=backward,
+                                      scale=_EUCLIDEAN.logit_scale / self.temperature,
                                       n_samples=self.n_samples, generator=generator,
                                       exclude=rows)
             loss = (pred - Ys[rows]).square().mean()
