@@ -8,6 +8,8 @@ matmul of augmented tokens, which every fast path uses:
   columns; the last is the constant 1 whose sum is a cluster's weight);
 * :meth:`Score.keys` makes the key tokens, so that ``s = query_token . key_token`` is the
   score up to a per-query constant;
+* ``translation_invariant`` says whether the fast paths may shift the data by its mean
+  (for precision) before scoring;
 * :meth:`Score.sq_dist` turns ``s`` back into the squared distance, and
   :meth:`Score.logits` into the softmax logit of ``-d^2 / temperature`` (up to a
   per-query constant).
@@ -30,6 +32,7 @@ class Score:
     name = None
     n_slots = 1  # extra point-token columns, the constant 1 last
     logit_scale = 1.0
+    translation_invariant = True  # a common shift of queries and keys keeps the scores
 
     def __call__(self, queries, keys):
         raise NotImplementedError

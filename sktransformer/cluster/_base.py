@@ -242,7 +242,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 if best is None or result[2] < best[0][2]:
                     best = result, update
             (centers, labels, inertia, n_iter), update = best
-            self.cluster_centers_ = to_numpy(centers + shift)
+            self.cluster_centers_ = to_numpy(centers + points.shift)
             self.labels_ = to_numpy(labels).astype(np.int32)
             self._store(update, points)
         self.inertia_ = inertia
@@ -272,7 +272,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         shift = centers.mean(0)
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
         points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
-        return points, centers - shift
+        return points, centers - points.shift
 
     def _sq_distances(self, X):
         """Squared distances to every center, (n_samples, n_clusters), as a tensor."""

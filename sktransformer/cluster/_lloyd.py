@@ -32,7 +32,8 @@ class PointTokens:
     and the softmax logit is ``2 s / t``; ``"dot"``: the paper's tokens ``[x, ||x||^2, 1]``
     and ``[2c, -1, -||c||^2]``, ``s = -||x - c||^2`` exactly, the logit ``s / t``. The last
     column of a point token is always 1: its sum is a cluster's weight. Points are centered
-    by ``shift`` (precision in float32); centers live in the same shifted coordinates.
+    by ``shift`` (precision in float32) when the score is translation invariant (else the
+    shift is zero); centers live in the same shifted coordinates, ``points.shift``.
 
     Each chunk's tokens are built into a reused buffer, never all ``n`` at once. (Building
     them once per fit, as scikit-learn makes one centered copy of X, measured slower on the
@@ -45,7 +46,9 @@ class PointTokens:
 
     def __init__(self, X, *, rows, attention="euclidean", shift=None):
         self.X, self.rows, self.score = X, rows, get_score(attention)
-        self.shift = shift if shift is not None else X.new_zeros(X.shape[1])
+        if shift is None or not self.score.translation_invariant:
+            shift = X.new_zeros(X.shape[1])
+        self.shift = shift
         self.n, self.d = X.shape
         self.x_sq = X.new_empty(self.n)  # what the score needs per point, chunked
         for sl in iter_chunks(self.n, rows):
