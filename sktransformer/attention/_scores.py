@@ -123,7 +123,41 @@ class Dot(Score):
         return -s
 
 
-SCORES = {score.name: score for score in (Euclidean(), Dot())}
+class Cosine(Score):
+    """Cosine similarity, ``q . k / (||q|| ||k||)``: the angle alone. Tokens ``[x, 1]`` and
+    ``[k / ||k||, 0]`` score ``s = x . k / ||k||``; the squared distance is the chord's,
+    ``||x / ||x|| - k / ||k|| ||^2 = 2 - 2 s / ||x||`` (2 for a zero row)."""
+
+    name = "cosine"
+    n_slots = 1
+    logit_scale = 2.0
+    translation_invariant = False
+
+    def __call__(self, queries, keys):
+        q = queries / queries.norm(dim=-1, keepdim=True).clamp(min=_TINY)
+        k = keys / keys.norm(dim=-1, keepdim=True).clamp(min=_TINY)
+        return q @ k.transpose(-1, -2)
+
+    def prepare(self, x):
+        return x.norm(dim=-1)
+
+    def slots(self, prepared, out):
+        out[..., 0] = 1.0
+        return out
+
+    def keys(self, k):
+        unit = k / k.norm(dim=-1, keepdim=True).clamp(min=_TINY)
+        return torch.cat([unit, torch.zeros_like(unit[..., :1])], -1)
+
+    def sq_dist(self, s, prepared):
+        return 2.0 - 2.0 * s / prepared.clamp(min=_TINY)
+
+    def logits(self, s, prepared, temperature):
+        return s.mul_(self.logit_scale / temperature).div_(prepared.clamp(min=_TINY))
+
+
+_TINY = 1e-30
+SCORES = {score.name: score for score in (Euclidean(), Dot(), Cosine())}
 neg_sq_euclidean = SCORES["euclidean"]
 dot = SCORES["dot"]
 

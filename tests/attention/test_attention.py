@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from sktransformer.attention import (
+    SCORES,
     attend,
     dot,
     get_score,
@@ -113,3 +114,26 @@ def test_sparsemax_limits_and_sparsity():
     torch.testing.assert_close(attend(z, torch.eye(6, dtype=z.dtype), torch.eye(6, dtype=z.dtype),
                                       score="dot", temperature=1.0, weight="sparsemax"),
                                sparsemax(z))
+
+
+@pytest.mark.parametrize("name", sorted(SCORES))
+def test_every_score_owns_a_consistent_token_algebra(name):
+    """For every registered score: the augmented tokens' dot product gives back the score's
+    squared distance, its logits are the softmax of ``-d^2 / t`` up to a per-query
+    constant, and the augmented score ranks the keys as the distance does."""
+    score = SCORES[name]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(7, 4, generator=g, dtype=torch.float64)
+    k = torch.randn(5, 4, generator=g, dtype=torch.float64)
+    s = score.queries(q) @ score.keys(k).T
+    prepared = score.prepare(q).unsqueeze(1)
+    d2 = score.sq_dist(s, prepared)
+    if score.translation_invariant:
+        expected = torch.cdist(q, k).square()
+    else:  # the chord between the directions
+        expected = torch.cdist(q / q.norm(dim=1, keepdim=True),
+                               k / k.norm(dim=1, keepdim=True)).square()
+    torch.testing.assert_close(d2, expected)
+    logits = score.logits(s.clone(), prepared, 0.7)
+    torch.testing.assert_close(torch.softmax(logits, 1), torch.softmax(-expected / 0.7, 1))
+    assert torch.equal(s.argmax(1), expected.argmin(1))

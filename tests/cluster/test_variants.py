@@ -331,3 +331,21 @@ def test_pipeline_and_grid_search(cls):
     name = pipe.steps[-1][0]
     search = GridSearchCV(pipe, {f"{name}__n_clusters": [2, 5]}, cv=3).fit(X)
     assert search.best_params_[f"{name}__n_clusters"] == 5
+
+
+def test_cosine_attention_on_unit_vectors_is_spherical_kmeans():
+    """The cosine score, registered in attention/_scores.py alone, runs in TransformerKMeans:
+    on unit vectors its layers are spherical k-means' (same labels and objective)."""
+    from sktransformer import TransformerKMeans
+
+    X = load_digits().data + 0.1
+    X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    cosine = TransformerKMeans(10, attention="cosine", init=X[:10], device="cpu").fit(X)
+    spherical = SphericalTransformerKMeans(10, init=X[:10], device="cpu").fit(X)
+    np.testing.assert_array_equal(cosine.labels_, spherical.labels_)
+    assert cosine.inertia_ == pytest.approx(spherical.inertia_, rel=1e-9)
+    soft = TransformerKMeans(10, attention="cosine", temperature=0.1, random_state=0,
+                             device="cpu").fit(X * 5)
+    assert np.isfinite(soft.predict_proba(X)).all()
+    with pytest.raises(ValueError, match="token-level circuit is written for attention"):
+        cosine.get_circuit()
