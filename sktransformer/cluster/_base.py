@@ -87,12 +87,32 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                             BaseEstimator):
     """The clustering circuit behind the scikit-learn API; subclasses pick the update.
 
-    Hooks: ``_make_update(n_features, indices, generator)`` returns the center-update block
-    (``_updates.py``); ``_preprocess(X)`` maps validated data to the points the circuit
-    sees (the sphere, for spherical k-means); ``_store(update, points)`` keeps what a variant adds
-    to the fitted attributes; ``_point_cost(sq_dist)`` turns squared distances to the
-    closest center into the per-point objective, ``_distance(sq_dist)`` into what
-    ``transform`` returns.
+    What a variant may override (each has a default here but ``_make_update``):
+
+    ``_make_update(indices, generator)``
+        The center-update block (``_updates.py``); ``indices`` are the rows the initial
+        centers came from (or None). The one hook every variant defines.
+    ``_assignment_temperature()``
+        The softmax temperature of the assignment block, ``None`` (hard) by default.
+    ``_attention``, ``_center_data``
+        The score of the assignment block (a key of ``attention.SCORES``), and whether the
+        points may be shifted by their mean (precision; the score may forbid it).
+    ``_check_fit_params(X, sample_weight)``
+        Validation that needs the data.
+    ``_preprocess(X)``, ``_preprocess_centers(centers, points)``
+        What the circuit sees of the data and of given initial centers (the sphere, for
+        spherical k-means).
+    ``_initialize(points, init, generator, sample_weight)``
+        The initial centers (k-means++, random rows or an array).
+    ``_tol(mean_variance)``
+        The tolerance on the center shift.
+    ``_run(points, sample_weight, centers, update, tol, runner)``
+        The layers of one initialization (a learned layer instead of the circuit, for
+        ``TransformerKMeans(weights=...)``).
+    ``_store(update, points)``
+        What a variant adds to the fitted attributes.
+    ``_point_cost(sq_dist)``, ``_distance(sq_dist)``
+        The per-point objective, and what ``transform`` returns, from squared distances.
     """
 
     _attention = "euclidean"
@@ -109,11 +129,13 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return X
 
     def _check_fit_params(self, X, sample_weight):
-        """Validate what depends on the data; may return a trained layer for ``_run``."""
-        return None
+        """Validate what depends on the data."""
 
-    def _make_update(self, n_features, indices, generator):
+    def _make_update(self, indices, generator):
         raise NotImplementedError
+
+    def _assignment_temperature(self):
+        return None
 
     def _store(self, update, points):
         pass
@@ -127,9 +149,10 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _tol(self, mean_variance):
         return self.tol * mean_variance
 
-    def _run(self, points, sample_weight, centers, update, tol, runner, layer=None):
+    def _run(self, points, sample_weight, centers, update, tol, runner):
         """The layers of one initialization: (centers, labels, inertia, n_iter)."""
         return _lloyd.run_layers(points, sample_weight, centers, update=update,
+                                 temperature=self._assignment_temperature(),
                                  max_iter=self.max_iter, tol=tol, verbose=self.verbose,
                                  runner=runner)
 
@@ -212,7 +235,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
-        layer = self._check_fit_params(X, sample_weight)
+        self._check_fit_params(X, sample_weight)
         n_init = self._n_init()
         random_state = check_random_state(self.random_state)  # for a callable init only
         init = self._check_init(X, random_state)
@@ -233,12 +256,12 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 if run > 0 and callable(self.init):
                     init = self._check_init(X, random_state)
                 centers, indices = self._initialize(points, init, generator, wt)
-                update = self._make_update(X.shape[1], indices, generator)
+                update = self._make_update(indices, generator)
                 if self.verbose > 1:
                     logger.info("Initialization complete")
                 with ChunkRunner.for_device(device, n_samples, rows) as runner:
                     result = self._run(points, wt, centers, update, self._tol(mean_var),
-                                       runner, layer)
+                                       runner)
                 if best is None or result[2] < best[0][2]:
                     best = result, update
             (centers, labels, inertia, n_iter), update = best

@@ -16,6 +16,8 @@ from ..utils import (
     check_squared_scale,
     chunk_rows,
     fit_context,
+    logger,
+    logs_verbosely,
     make_generator,
     resolve_device,
     to_numpy,
@@ -151,12 +153,15 @@ default="k-means++"
     def _attention(self):
         return self.attention
 
-    def _make_update(self, n_features, indices, generator):
-        return Mean(self.temperature)
+    def _make_update(self, indices, generator):
+        return Mean(soft=self.temperature is not None)
+
+    def _assignment_temperature(self):
+        return self.temperature
 
     def _check_fit_params(self, X, sample_weight):
         if self.weights is None:
-            return None
+            return
         if self.temperature is not None:
             raise ValueError("temperature applies to the exact circuit; with learned weights "
                              "leave it None (the layer's attention is learned).")
@@ -172,13 +177,13 @@ default="k-means++"
                 f"sktransformer.cluster.LayerTrainer(n_features={X.shape[1]}, "
                 f"n_clusters={self.n_clusters}).fit().layer_ and pass it as weights."
             )
-        return layer
 
-    def _run(self, points, sample_weight, centers, update, tol, runner, layer=None):
-        if layer is None:
+    def _run(self, points, sample_weight, centers, update, tol, runner):
+        if self.weights is None:
             return super()._run(points, sample_weight, centers, update, tol, runner)
-        return run_learned(layer, points, centers, max_iter=self.max_iter, tol=tol,
-                           verbose=self.verbose, runner=runner)
+        return run_learned(resolve_weights(self.weights), points, centers,
+                           max_iter=self.max_iter, tol=tol, verbose=self.verbose,
+                           runner=runner)
 
     def fit(self, X, y=None, sample_weight=None):
         # a fresh fit forgets the streaming state of earlier partial_fit calls
@@ -188,6 +193,7 @@ default="k-means++"
 
     fit.__doc__ = BaseCircuitClustering.fit.__doc__
 
+    @logs_verbosely
     @fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, sample_weight=None):
         """One mini-batch layer on X: the online k-means update.
@@ -241,15 +247,9 @@ default="k-means++"
             points = self._tokens(X, device, self.cluster_centers_.mean(0).astype(X.dtype))
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             centers = centers - points.shift
-            labels = torch.empty(points.n, dtype=torch.long, device=device)
-            min_dist = points.X.new_empty(points.n)
-            sums, weight = _lloyd.layer(points, wt, centers, labels=labels, min_dist=min_dist,
-                                        temperature=self.temperature)
             counts = to_tensor(self.counts_.astype(X.dtype), device)
-            total = counts + weight
-            safe = total.clamp(min=torch.finfo(total.dtype).tiny).unsqueeze(1)
-            moved = (counts.unsqueeze(1) * centers + sums) / safe
-            centers = torch.where((total > 0).unsqueeze(1), moved, centers)
+            centers, total = _lloyd.online_step(points, wt, centers, counts,
+                                                temperature=self.temperature)
             self.cluster_centers_ = to_numpy(centers + points.shift)
             self.counts_ = to_numpy(total)
             labels, min_dist = _lloyd.assign(points, centers)
@@ -257,6 +257,9 @@ default="k-means++"
             cost = min_dist if wt is None else min_dist * wt
             self.inertia_ = float(cost.sum())
         self.n_steps_ += 1
+        if self.verbose > 1:
+            logger.info(f"partial_fit step {self.n_steps_}: inertia of the batch "
+                        f"{self.inertia_}.")
         self.n_iter_ = self.n_steps_
         self._n_features_out = self.n_clusters
         return self

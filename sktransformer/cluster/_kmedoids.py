@@ -132,7 +132,7 @@ class TransformerKMedoids(BaseCircuitClustering):
             indices = torch.argsort(cost, stable=True)[:self.n_clusters]
         return points.rows_of(indices), indices
 
-    def _make_update(self, n_features, indices, generator):
+    def _make_update(self, indices, generator):
         return Medoid(self.n_clusters, indices, metric=self.metric,
                       temperature=self.temperature, generator=generator)
 

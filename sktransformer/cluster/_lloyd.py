@@ -192,6 +192,32 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
     return acc[:, :points.d], acc[:, points.weight_column].clone()
 
 
+def online_step(points, sample_weight, centers, counts, *, temperature=None,
+                runner=_SERIAL):
+    """One mini-batch layer: the online k-means update (scikit-learn's ``MiniBatchKMeans``
+    step, without its random reassignment).
+
+    The assignment block runs on the batch; in the center update each center attends to its
+    new members and to itself, with the weight ``counts`` of every point it has averaged so
+    far: ``c <- (counts c + sum_members w x) / (counts + sum w)``. Soft k-means weighs the
+    members by their soft assignments. A center with no weight at all keeps its place.
+
+    Returns
+    -------
+    centers : Tensor of shape (n_clusters, n_features)
+    counts : Tensor of shape (n_clusters,)
+        The weight each center has averaged, this batch included.
+    """
+    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
+    min_dist = points.X.new_empty(points.n)
+    sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
+                         temperature=temperature, runner=runner)
+    total = counts + weight
+    safe = total.clamp(min=torch.finfo(total.dtype).tiny).unsqueeze(1)
+    moved = (counts.unsqueeze(1) * centers + sums) / safe
+    return torch.where((total > 0).unsqueeze(1), moved, centers), total
+
+
 def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_dist, *,
                    hard=True):
     """Move each empty cluster onto one of the points farthest from their centers.
@@ -302,15 +328,16 @@ def nearest_rows(points, centers):
     return best_index
 
 
-def run_layers(points, sample_weight, centers, *, update, max_iter, tol, verbose=0,
-               runner=_SERIAL):
+def run_layers(points, sample_weight, centers, *, update, temperature=None, max_iter, tol,
+               verbose=0, runner=_SERIAL):
     """Apply the layer until convergence or ``max_iter`` layers (scikit-learn's Lloyd loop).
 
-    Each layer is the assignment block (:func:`layer`) followed by ``update``, the center
-    update block of the variant (see ``_updates.py``). Stops on strict convergence (the
-    update's output labels unchanged, for updates whose result the labels determine) or when
-    the total squared center shift is ``<= tol``. Then, unless strictly converged, runs the
-    assignment block once more so that labels match the returned centers.
+    Each layer is the assignment block (:func:`layer`; hard, or soft at ``temperature``)
+    followed by ``update``, the center update block of the variant (see ``_updates.py``).
+    Stops on strict convergence (the update's output labels unchanged, for updates whose
+    result the labels determine) or when the total squared center shift is ``<= tol``.
+    Then, unless strictly converged, runs the assignment block once more so that labels
+    match the returned centers.
 
     Returns
     -------
@@ -323,7 +350,7 @@ def run_layers(points, sample_weight, centers, *, update, max_iter, tol, verbose
     bar = progress(max_iter, verbose, "layers")
     for i in range(max_iter):
         sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
-                             temperature=update.temperature, accumulate=update.accumulate,
+                             temperature=temperature, accumulate=update.accumulate,
                              runner=runner)
         new_centers, marked, objective = update(points, sample_weight, centers, labels,
                                                 min_dist, sums, weight, runner=runner)

@@ -102,5 +102,5 @@ default="k-means++"
         self.verbose = verbose
         self.batch_size = batch_size
 
-    def _make_update(self, n_features, indices, generator):
+    def _make_update(self, indices, generator):
         return Sparsemax(self.n_clusters, self.beta)

@@ -96,5 +96,5 @@ default="k-means++"
     def _preprocess_centers(self, centers, points):
         return normalize_rows(centers)
 
-    def _make_update(self, n_features, indices, generator):
+    def _make_update(self, indices, generator):
         return Mean(sphere=True)

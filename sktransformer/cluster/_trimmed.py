@@ -141,7 +141,7 @@ default="k-means++"
                                    sample_weight=sample_weight, trim=self.trim)
         return super()._initialize(points, init, generator, sample_weight)
 
-    def _make_update(self, n_features, indices, generator):
+    def _make_update(self, indices, generator):
         return Trim(self.n_clusters, self.trim, self.trimming)
 
     def _store(self, update, points):

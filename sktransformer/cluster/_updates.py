@@ -20,6 +20,7 @@ An update is called as ``update(points, sample_weight, centers, labels, min_dist
 weight, runner=...)`` after the assignment block wrote ``labels`` and ``min_dist`` (and, when
 ``update.accumulate``, the members' ``sums`` and ``weight``), and returns the new centers,
 the output labels (``-1`` marks a trimmed point) and the objective of the input centers.
+The assignment block's temperature is not the update's: ``run_layers`` takes it.
 ``finalize`` turns the last assignment into the fitted labels and inertia. ``strict`` says
 whether unchanged output labels mean a fixed point (scikit-learn's strict convergence).
 """
@@ -56,14 +57,14 @@ class Mean:
 
     accumulate = True
 
-    def __init__(self, temperature=None, sphere=False):
-        self.temperature, self.sphere = temperature, sphere
-        self.strict = temperature is None
+    def __init__(self, soft=False, sphere=False):
+        self.soft, self.sphere = soft, sphere
+        self.strict = not soft
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
-                              hard=self.temperature is None)
+                              hard=not self.soft)
         new = _lloyd.average(sums, weight, centers)
         if self.sphere:
             new = normalize_rows(new, centers)
@@ -85,7 +86,6 @@ class Trim:
     """
 
     accumulate = False
-    temperature = None
     strict = True
 
     def __init__(self, n_clusters, trim, mode):
@@ -145,7 +145,6 @@ class Sparsemax:
     """
 
     accumulate = False
-    temperature = None
     strict = False
 
     def __init__(self, n_clusters, beta):
@@ -188,7 +187,6 @@ class Medoid:
         self.gumbel_temperature, self.generator = temperature, generator
         self.accumulate = metric == "sqeuclidean"
         self.strict = temperature is None
-        self.temperature = None  # the assignment block is always hard
         self.scale = None
         self.best = None  # (objective, indices)
 

@@ -23,7 +23,6 @@ from ..utils import (
     to_tensor,
 )
 
-
 # Euclidean attention as one matmul of augmented tokens: the registry's token algebra
 _EUCLIDEAN = get_score("euclidean")
 
