@@ -84,7 +84,7 @@ def test_sampled_estimators_approach_the_truncated_prediction(estimator):
     X, y = make_friedman1(300, random_state=2)
     reg = KNNAttentionRegressor(random_state=0, device="cpu", max_iter=20).fit(X, y)
     exact = reg.predict(X[:30])
-    sampled = reg.set_params(estimator=estimator, n_samples=512).predict(X[:30])
+    sampled = reg.set_params(approximation=estimator, n_samples=512).predict(X[:30])
     assert np.abs(sampled - exact).mean() < 0.25 * np.abs(y - y.mean()).mean()
 
 

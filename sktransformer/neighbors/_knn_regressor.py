@@ -46,7 +46,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         Keys kept per query (``k``).
     temperature : float, default=4.0
         Softmax temperature on squared distances in the projected (standardized) space.
-    estimator : {"truncated", "tail", "gumbel"}, default="truncated"
+    approximation : {"truncated", "tail", "gumbel"}, default="truncated"
         How ``predict`` estimates the attention output from the top-k keys (see
         :func:`sktransformer.attention.knn_attention`).
     gradient : {"exact", "sampled"}, default="exact"
@@ -95,7 +95,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
     _parameter_constraints = {
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
-        "estimator": [StrOptions({"truncated", "tail", "gumbel"})],
+        "approximation": [StrOptions({"truncated", "tail", "gumbel"})],
         "gradient": [StrOptions({"exact", "sampled"})],
         "n_components": [None, Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
@@ -107,12 +107,13 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, n_neighbors=32, *, temperature=4.0, estimator="truncated",
+    def __init__(self, n_neighbors=32, *, temperature=4.0,
+                 approximation="truncated",
                  gradient="exact", n_components=None, max_iter=100, learning_rate=0.01,
                  batch_size=256, n_samples=32, device="auto", random_state=None, verbose=0):
         self.n_neighbors = n_neighbors
         self.temperature = temperature
-        self.estimator = estimator
+        self.approximation = approximation
         self.gradient = gradient
         self.n_components = n_components
         self.max_iter = max_iter
@@ -226,7 +227,7 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
             Q = to_tensor((X - self._x_mean) / self._x_scale, device, dtype=torch.float64)
             Q = Q @ to_tensor(self.projection_, device)
             out = self._attend(Q, to_tensor(self._keys, device), to_tensor(self._values, device),
-                               min(self.n_neighbors, len(self._keys)), self.estimator,
+                               min(self.n_neighbors, len(self._keys)), self.approximation,
                                generator)
         y = to_numpy(out) * self._y_scale + self._y_mean
         return y.ravel() if self._y_1d else y

@@ -64,8 +64,8 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         Particles by phase A, or the initial random draw.
     kernel : {"favor+", "porf", "softmax"}, default="favor+"
         The positive feature map.
-    n_features : int, default=32
-        Particles (features) per block, shared by its heads.
+    n_components : int, default=32
+        Particles (random features) per block, shared by its heads.
     d_model : int, default=32
     n_heads : int, default=2
     n_layers : int, default=1
@@ -142,7 +142,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         "attention": [StrOptions({"kernel", "softmax"})],
         "features": [StrOptions({"learned", "fixed"})],
         "kernel": [StrOptions(set(POSITIVE_MAPS))],
-        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
         "d_model": [Interval(Integral, 1, None, closed="left")],
         "n_heads": [Interval(Integral, 1, None, closed="left")],
         "n_layers": [Interval(Integral, 1, None, closed="left")],
@@ -168,7 +168,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
     }
 
     def __init__(self, attention="kernel", *, features="learned", kernel="favor+",
-                 n_features=32, d_model=32, n_heads=2, n_layers=1, causal=False,
+                 n_components=32, d_model=32, n_heads=2, n_layers=1, causal=False,
                  tie_qk=False, pad_id=0, max_epochs=60, batch_size=32, learning_rate=3e-3,
                  weight_decay=1.0,
                  early_stopping=True, validation_fraction=0.1, n_iter_no_change=8, tol=1e-4,
@@ -177,7 +177,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.attention = attention
         self.features = features
         self.kernel = kernel
-        self.n_features = n_features
+        self.n_components = n_components
         self.d_model = d_model
         self.n_heads = n_heads
         self.n_layers = n_layers
@@ -281,7 +281,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             n_classes=len(self.classes_), max_len=x.shape[1],
             n_tokens=self._n_tokens if self._tokens else None, n_inputs=self._n_inputs,
             d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
-            n_features=self.n_features, kernel=self.kernel, attention=self.attention,
+            n_components=self.n_components, kernel=self.kernel, attention=self.attention,
             causal=self.causal, tie_qk=self.tie_qk)
         self.model_ = build(generator, device, **self._model_config)
         train, val = self._split(labels, generator)

@@ -18,10 +18,10 @@ def masked_mean(h, mask, dim):
 class Block(nn.Module):
     """Pre-norm residual block: ``x + attention(LN(x))``, then ``x + FFN(LN(x))``."""
 
-    def __init__(self, d_model, n_heads, n_features, **attention):
+    def __init__(self, d_model, n_heads, n_components, **attention):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attention = KernelAttention(d_model, n_heads, n_features, **attention)
+        self.attention = KernelAttention(d_model, n_heads, n_components, **attention)
         self.ffn = nn.Sequential(nn.Linear(d_model, 2 * d_model), nn.GELU(),
                                  nn.Linear(2 * d_model, d_model))
 
@@ -39,14 +39,14 @@ class SequenceEncoder(nn.Module):
     """
 
     def __init__(self, *, n_classes, max_len, n_tokens=None, n_inputs=None, d_model=32,
-                 n_heads=2, n_layers=1, n_features=32, kernel="favor+", attention="kernel",
+                 n_heads=2, n_layers=1, n_components=32, kernel="favor+", attention="kernel",
                  causal=False, tie_qk=False):
         super().__init__()
         self.embed = (nn.Embedding(n_tokens + 1, d_model) if n_tokens is not None
                       else nn.Linear(n_inputs, d_model))
         self.position = nn.Embedding(max_len, d_model)
         self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, n_features, kernel=kernel, attention=attention,
+            Block(d_model, n_heads, n_components, kernel=kernel, attention=attention,
                   causal=causal, tie_qk=tie_qk)
             for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)

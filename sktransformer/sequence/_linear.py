@@ -10,7 +10,7 @@ from ..attention import initial_particles, kernel_attention, positive_features
 class KernelAttention(torch.nn.Module):
     """Multi-head attention whose kernel is ``<phi(q), phi(k)>``, of particle features.
 
-    The particles ``W (n_features, d_head)`` are a buffer, not a parameter: they are set by
+    The particles ``W (n_components, d_head)`` are a buffer, not a parameter: they are set by
     Langevin dynamics on kernel-target alignment (phase A of
     :class:`~sktransformer.ParticleAttentionClassifier`), or stay the random draw (fixed
     FAVOR+ features), while the projections learn by backpropagation. One particle set is
@@ -20,7 +20,7 @@ class KernelAttention(torch.nn.Module):
     Parameters
     ----------
     d_model, n_heads : int
-    n_features : int
+    n_components : int
         Features (particles) per head.
     kernel : {"favor+", "porf", "softmax"}
     attention : {"kernel", "softmax"}
@@ -32,7 +32,7 @@ class KernelAttention(torch.nn.Module):
         set by the caller.
     """
 
-    def __init__(self, d_model, n_heads, n_features=64, *, kernel="favor+",
+    def __init__(self, d_model, n_heads, n_components=64, *, kernel="favor+",
                  attention="kernel", causal=False, tie_qk=False, generator=None):
         super().__init__()
         if d_model % n_heads:
@@ -43,7 +43,7 @@ class KernelAttention(torch.nn.Module):
         self.key = self.query if tie_qk else torch.nn.Linear(d_model, d_model)
         self.value = torch.nn.Linear(d_model, d_model)
         self.out = torch.nn.Linear(d_model, d_model)
-        self.register_buffer("particles", torch.zeros(n_features, self.d_head,
+        self.register_buffer("particles", torch.zeros(n_components, self.d_head,
                                                       device=self.query.weight.device))
         if generator is not None:
             self.reset_particles(generator)
