@@ -70,8 +70,10 @@ class Score:
 
 
 class Euclidean(Score):
-    """``-||q - k||^2`` (Theorem 2.1's attention). Tokens ``[x, 1]`` and ``[k, -||k||^2/2]``
-    score ``s = x.k - ||k||^2/2``: ``||x - k||^2 = ||x||^2 - 2 s``, the logit ``2 s / t``."""
+    """Negative squared Euclidean distance, ``-||q - k||^2`` (Theorem 2.1's attention).
+
+    Tokens ``[x, 1]`` and ``[k, -||k||^2/2]`` score ``s = x.k - ||k||^2/2``: so
+    ``||x - k||^2 = ||x||^2 - 2 s`` and the logit is ``2 s / t``."""
 
     name = "euclidean"
     n_slots = 1
@@ -100,8 +102,10 @@ class Euclidean(Score):
 
 
 class Dot(Score):
-    """Dot-product attention, ``q . k``. On the tokens of Theorem 2.2 it is the Euclidean
-    score exactly: ``[x, ||x||^2, 1]`` and ``[2k, -1, -||k||^2]`` give ``s = -||x - k||^2``."""
+    """Dot-product attention, ``<q, k>``.
+
+    On the tokens of Theorem 2.2 it is the Euclidean score exactly: ``[x, ||x||^2, 1]``
+    and ``[2k, -1, -||k||^2]`` give ``s = -||x - k||^2``."""
 
     name = "dot"
     n_slots = 2
@@ -124,9 +128,10 @@ class Dot(Score):
 
 
 class Cosine(Score):
-    """Cosine similarity, ``q . k / (||q|| ||k||)``: the angle alone. Tokens ``[x, 1]`` and
-    ``[k / ||k||, 0]`` score ``s = x . k / ||k||``; the squared distance is the chord's,
-    ``||x / ||x|| - k / ||k|| ||^2 = 2 - 2 s / ||x||`` (2 for a zero row)."""
+    """Cosine similarity, ``<q, k> / (||q|| ||k||)``: the angle alone.
+
+    Tokens ``[x, 1]`` and ``[k / ||k||, 0]`` score ``s = x . k / ||k||``; the squared
+    distance is the chord's, ``2 - 2 s / ||x||`` (2 for a zero row)."""
 
     name = "cosine"
     n_slots = 1

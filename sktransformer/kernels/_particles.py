@@ -62,7 +62,7 @@ _PARAMS_DOC = """
     kernel : {"rff", "rff_cossin", "favor+", "porf", "softmax"}, default="rff"
         The feature map ``phi(x; w)``: random Fourier features ``sqrt(2/N) cos(w.x + b)``
         (scikit-learn's ``RBFSampler``), the cos/sin pair, FAVOR+ positive features,
-        PORF-softplus, or softmax features (see ``sktransformer.kernels._features``).
+        PORF-softplus, or softmax features (see :func:`sktransformer.attention.features`).
     gamma : "scale" or float, default="scale"
         Initial RBF width for the Fourier maps: particles start as ``N(0, 2 gamma I)``,
         ``RBFSampler(gamma)``'s features. ``"scale"`` is ``1 / (n_features * X.var())``, as
