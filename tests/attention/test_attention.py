@@ -68,8 +68,8 @@ def test_attend_composes_score_and_weight():
 
 
 def test_unknown_names_are_clear_errors():
-    with pytest.raises(ValueError, match="Unknown score 'cosine'"):
-        get_score("cosine")
+    with pytest.raises(ValueError, match="Unknown score 'manhattan'"):
+        get_score("manhattan")
     with pytest.raises(ValueError, match="Unknown weighting 'gumbel'"):
         get_weight("gumbel")
 
