@@ -6,7 +6,7 @@ import torch
 from ._knn import _gather_rows, _lazy_draws, _scale, rao_blackwell, topk_keys
 
 BACKWARDS = ("topk", "sampled")
-_NONE = (None,) * 6  # no gradient for the non-tensor arguments
+_NONE = (None,) * 7  # no gradient for the non-tensor arguments
 
 
 class KNNAttention(torch.autograd.Function):
@@ -39,12 +39,14 @@ class KNNAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator, exclude):
+    def forward(ctx, q, k, v, n_neighbors, scale, backward, n_samples, generator, exclude,
+                causal=False):
         """The attention output ``sum_j W_ij v_j``, (..., n_q, d_v)."""
         ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
         ctx.n_neighbors, ctx.generator, ctx.exclude = n_neighbors, generator, exclude
+        ctx.causal = causal
         idx, w = _row_weights(q, k, n_neighbors, scale, backward, n_samples, generator,
-                              exclude)
+                              exclude, causal)
         if backward == "topk":  # the backward reuses the forward's rows
             ctx.save_for_backward(q, k, v, idx, w)
         else:  # fresh draws in the backward
@@ -59,7 +61,7 @@ class KNNAttention(torch.autograd.Function):
         else:
             q, k, v = ctx.saved_tensors
             idx, w = _row_weights(q, k, ctx.n_neighbors, ctx.scale, "sampled", ctx.n_samples,
-                                  ctx.generator, ctx.exclude)
+                                  ctx.generator, ctx.exclude, ctx.causal)
         s, n_k = ctx.scale, k.shape[-2]
         vj, kj = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, m, .)
         dp = (vj * d_out.unsqueeze(-2)).sum(-1)  # dO_i . v_j
@@ -72,15 +74,18 @@ class KNNAttention(torch.autograd.Function):
         return dq, dk, dv, *_NONE
 
 
-def _row_weights(q, k, n_neighbors, scale, mode, n_samples, generator, exclude):
+def _row_weights(q, k, n_neighbors, scale, mode, n_samples, generator, exclude,
+                 causal=False):
     """Keys and weights of each query's attention row, (..., n_q, m) each: the top-k
     softmax (``"topk"``), or the Rao-Blackwellized estimate of the full softmax row from
-    ``n_samples`` draws (``"sampled"``, ``m = k + n_samples``)."""
-    scores, idx = topk_keys(q, k, n_neighbors, scale=scale, exclude=exclude)
+    ``n_samples`` draws (``"sampled"``, ``m = k + n_samples``). ``causal``: query ``i``
+    sees keys ``j <= i`` only."""
+    scores, idx = topk_keys(q, k, n_neighbors, scale=scale, exclude=exclude, causal=causal)
     if mode == "topk":
         return idx, torch.softmax(scores, dim=-1)
     with torch.no_grad():
-        draws = _lazy_draws(q, k, scores, idx, False, scale, n_samples, generator, exclude)
+        draws = _lazy_draws(q, k, scores, idx, causal, scale, n_samples, generator,
+                            exclude)
     return rao_blackwell(scores, idx, draws)
 
 
@@ -94,12 +99,12 @@ def _scatter_rows(n_rows, flat_index, values):
 
 
 def knn_attention_grad(q, k, v, n_neighbors, *, backward="sampled", scale=None, n_samples=64,
-                       generator=None, exclude=None):
+                       generator=None, exclude=None, causal=False):
     """kNN attention, differentiable in ``q``, ``k`` and ``v``: ``"topk"`` (truncated, exact
     gradient) or ``"sampled"`` (Rao-Blackwellized lazy Gumbel, random-walk gradients of
     full softmax attention); see :class:`KNNAttention`. ``exclude (n_q,)`` hides one key
-    from each query."""
+    from each query; ``causal`` lets query ``i`` see keys ``j <= i`` only."""
     if backward not in BACKWARDS:
         raise ValueError(f"Unknown backward {backward!r}; choose one of {BACKWARDS}.")
     return KNNAttention.apply(q, k, v, n_neighbors, _scale(q, scale), backward, n_samples,
-                              generator, exclude)
+                              generator, exclude, causal)

@@ -47,6 +47,11 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
     (:class:`~sktransformer.sequence.KernelAttention`): the kernel ``phi(q) . phi(k)`` of a
     positive feature map over particles, linear in sequence length.
 
+    ``attention="knn"`` attends to each query's ``n_neighbors`` best keys only (kNN
+    attention, :func:`~sktransformer.attention.knn_attention_grad`), and
+    ``attention="softmax"`` to all of them: the alternatives and the quadratic baseline, in
+    the same model (phase A applies to the kernel attention's particles only).
+
     Training: ``warmup_epochs`` epochs of phase B with the initial (random, FAVOR+-like)
     particles; then phase A, for each block in turn: the block's queries, mean-pooled per
     sequence and head, are the samples of a kernel-target alignment, and the particles move
@@ -59,7 +64,10 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    attention : {"kernel", "softmax"}, default="kernel"
+    attention : {"kernel", "knn", "softmax"}, default="kernel"
+        Linear attention over particle features (the model's own), kNN attention (each
+        query's ``n_neighbors`` best keys, memory linear in the length), or exact softmax
+        attention (the quadratic baseline).
     features : {"learned", "fixed"}, default="learned"
         Particles by phase A, or the initial random draw.
     kernel : {"favor+", "porf", "softmax"}, default="favor+"
@@ -73,6 +81,12 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         Each position attends to earlier ones only.
     tie_qk : bool, default=False
         One projection for queries and keys.
+    n_neighbors : int, default=32
+        Keys kept per query by kNN attention.
+    gradient : {"exact", "sampled"}, default="exact"
+        kNN attention's training gradient: exact through the top-k, or the random-walk
+        estimate of full softmax attention's gradient from lazy-Gumbel draws (drawn from
+        the model's own generator, seeded by ``random_state``).
     pad_id : int, default=0
         For integer tokens: the padding id (not a key, not pooled).
     max_epochs : int, default=60
@@ -139,7 +153,9 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "attention": [StrOptions({"kernel", "softmax"})],
+        "attention": [StrOptions({"kernel", "knn", "softmax"})],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "gradient": [StrOptions({"exact", "sampled"})],
         "features": [StrOptions({"learned", "fixed"})],
         "kernel": [StrOptions(set(POSITIVE_MAPS))],
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -169,11 +185,11 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, attention="kernel", *, features="learned", kernel="favor+",
                  n_components=32, d_model=32, n_heads=2, n_layers=1, causal=False,
-                 tie_qk=False, pad_id=0, max_epochs=60, batch_size=32, learning_rate=3e-3,
-                 weight_decay=1.0,
-                 early_stopping=True, validation_fraction=0.1, n_iter_no_change=8, tol=1e-4,
-                 warmup_epochs=1, n_iter=100, step_size=0.5, repulsion=0.01,
-                 beta=math.inf, device="auto", random_state=None, verbose=0):
+                 tie_qk=False, n_neighbors=32, gradient="exact", pad_id=0, max_epochs=60,
+                 batch_size=32, learning_rate=3e-3, weight_decay=1.0, early_stopping=True,
+                 validation_fraction=0.1, n_iter_no_change=8, tol=1e-4, warmup_epochs=1,
+                 n_iter=100, step_size=0.5, repulsion=0.01, beta=math.inf, device="auto",
+                 random_state=None, verbose=0):
         self.attention = attention
         self.features = features
         self.kernel = kernel
@@ -183,6 +199,8 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.n_layers = n_layers
         self.causal = causal
         self.tie_qk = tie_qk
+        self.n_neighbors = n_neighbors
+        self.gradient = gradient
         self.pad_id = pad_id
         self.max_epochs = max_epochs
         self.batch_size = batch_size
@@ -282,7 +300,8 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
             n_tokens=self._n_tokens if self._tokens else None, n_inputs=self._n_inputs,
             d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
             n_components=self.n_components, kernel=self.kernel, attention=self.attention,
-            causal=self.causal, tie_qk=self.tie_qk)
+            causal=self.causal, tie_qk=self.tie_qk, n_neighbors=self.n_neighbors,
+            gradient=self.gradient)
         self.model_ = build(generator, device, **self._model_config)
         train, val = self._split(labels, generator)
         self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "phase_a": []}

@@ -40,14 +40,14 @@ class SequenceEncoder(nn.Module):
 
     def __init__(self, *, n_classes, max_len, n_tokens=None, n_inputs=None, d_model=32,
                  n_heads=2, n_layers=1, n_components=32, kernel="favor+", attention="kernel",
-                 causal=False, tie_qk=False):
+                 causal=False, tie_qk=False, n_neighbors=32, gradient="exact"):
         super().__init__()
         self.embed = (nn.Embedding(n_tokens + 1, d_model) if n_tokens is not None
                       else nn.Linear(n_inputs, d_model))
         self.position = nn.Embedding(max_len, d_model)
         self.blocks = nn.ModuleList(
             Block(d_model, n_heads, n_components, kernel=kernel, attention=attention,
-                  causal=causal, tie_qk=tie_qk)
+                  causal=causal, tie_qk=tie_qk, n_neighbors=n_neighbors, gradient=gradient)
             for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)

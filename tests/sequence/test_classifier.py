@@ -83,3 +83,14 @@ def test_verbose_shows_the_phases_and_epochs(capsys):
     _clf(max_epochs=3, warmup_epochs=1, n_iter=5, verbose=1).fit(X, y)
     err = capsys.readouterr().err
     assert "phase A, block 0" in err and "epochs" in err
+
+
+@pytest.mark.parametrize("gradient", ["exact", "sampled"])
+def test_knn_attention_in_the_classifier(gradient):
+    X, y = make_order_task(400, length=16, random_state=0)
+    Xt, yt = make_order_task(200, length=16, random_state=1)
+    clf = _clf(attention="knn", n_neighbors=4, gradient=gradient, max_epochs=15)
+    assert clf.fit(X, y).score(Xt, yt) > 0.75
+    assert clf.history_["phase_a"] == []  # particles belong to the kernel attention
+    again = _clf(attention="knn", n_neighbors=4, gradient=gradient, max_epochs=15).fit(X, y)
+    np.testing.assert_array_equal(again.predict_proba(Xt), clf.predict_proba(Xt))
