@@ -93,17 +93,21 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
         width = n_k if found is None else kk * q.shape[-1]
         block = max(1, _TILE // (width * _batch(q, k)))
     positions = _positions(n_q, n_k, q.device) if causal else None
+    # the tile's values serve unless the scores must be differentiable
+    reuse = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     scores, indices, tile = [], [], None
     for sl in _blocks(n_q, block):
         ex = None if exclude is None else exclude[..., sl]
         pos = None if positions is None else positions[sl]
+        sc = None
         if found is None:
-            idx, tile = _exact_topk(q[..., sl, :], k, kk, s, ex, pos, tile)
+            sc, idx, tile = _exact_topk(q[..., sl, :], k, kk, s, ex, pos, tile)
         else:
             idx = found[..., sl, :]
         missing = idx < 0
         idx = idx.clamp(min=0)
-        sc = _scores_of(q[..., sl, :], k, idx, s)
+        if sc is None or not reuse:
+            sc = _scores_of(q[..., sl, :], k, idx, s)
         sc = sc.masked_fill(missing | _hidden(idx, ex, pos), -torch.inf)
         sc, order = sc.sort(-1, descending=True)
         scores.append(sc)
@@ -113,8 +117,9 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
 
 @torch.no_grad()
 def _exact_topk(q, k, kk, scale, exclude, positions, tile=None):
-    """Indices of the ``kk`` best keys of each query of a block, from one score tile, and
-    the tile (reused by the next block: a fresh one per block costs page faults)."""
+    """Scores and indices of the ``kk`` best keys of each query of a block, from one score
+    tile, and the tile (reused by the next block: a fresh one per block costs page
+    faults)."""
     shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
     if tile is None or tile.shape != shape:
         tile = torch.empty(shape, dtype=torch.result_type(q, k), device=q.device)
@@ -125,7 +130,7 @@ def _exact_topk(q, k, kk, scale, exclude, positions, tile=None):
     if exclude is not None:
         ex = exclude.unsqueeze(-1).expand(*tile.shape[:-1], 1)
         tile.scatter_(-1, ex, -torch.inf)
-    return torch.topk(tile, kk, dim=-1, sorted=False).indices, tile
+    return *torch.topk(tile, kk, dim=-1, sorted=False), tile
 
 
 def _gather_rows(v, indices):

@@ -64,10 +64,10 @@ class KNNAttention(torch.autograd.Function):
                                   ctx.generator, ctx.exclude, ctx.causal)
         s, n_k = ctx.scale, k.shape[-2]
         vj, kj = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, m, .)
-        dp = (vj * d_out.unsqueeze(-2)).sum(-1)  # dO_i . v_j
+        dp = (vj @ d_out.unsqueeze(-1)).squeeze(-1)  # dO_i . v_j
         c = (w * dp).sum(-1, keepdim=True)  # dO_i . o_i
         ds = w * (dp - c)
-        dq = s * (ds.unsqueeze(-1) * kj).sum(-2)
+        dq = s * (ds.unsqueeze(-2) @ kj).squeeze(-2)
         flat = idx.reshape(*idx.shape[:-2], -1)
         dk = _scatter_rows(n_k, flat, s * ds.unsqueeze(-1) * q.unsqueeze(-2))
         dv = _scatter_rows(n_k, flat, w.unsqueeze(-1) * d_out.unsqueeze(-2))

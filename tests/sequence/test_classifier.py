@@ -89,8 +89,8 @@ def test_verbose_shows_the_phases_and_epochs(capsys):
 def test_knn_attention_in_the_classifier(gradient):
     X, y = make_order_task(400, length=16, random_state=0)
     Xt, yt = make_order_task(200, length=16, random_state=1)
-    clf = _clf(attention="knn", n_neighbors=4, gradient=gradient, max_epochs=15)
+    clf = _clf(attention="knn", n_neighbors=4, gradient=gradient)
     assert clf.fit(X, y).score(Xt, yt) > 0.75
     assert clf.history_["phase_a"] == []  # particles belong to the kernel attention
-    again = _clf(attention="knn", n_neighbors=4, gradient=gradient, max_epochs=15).fit(X, y)
+    again = _clf(attention="knn", n_neighbors=4, gradient=gradient).fit(X, y)
     np.testing.assert_array_equal(again.predict_proba(Xt), clf.predict_proba(Xt))
