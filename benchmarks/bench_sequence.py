@@ -3,6 +3,9 @@
     python benchmarks/bench_sequence.py --study scale --plot docs/images/linear_attention_scale.png
     python benchmarks/bench_sequence.py --study tasks --seeds 0 1 2
     python benchmarks/bench_sequence.py --study text --seeds 10 11 12
+    python benchmarks/bench_sequence.py --study knn-cost --lengths 256 1024 4096 16384 32768
+    python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12
+    python benchmarks/bench_sequence.py --study knn-text --seeds 10 11 12
 
 Scale study: one attention block (``KernelAttention``: d_model = 64, 2 heads, 64 FAVOR+
 features; batch 1, float32, forward only, no grad) at lengths 256 ... 65536, each method in
@@ -32,6 +35,22 @@ defaults' ``weight_decay`` and ``warmup_epochs`` were chosen on a validation spl
 the training part of seed 0; seeds 10-12 were not looked at before. Test accuracy, MCC, log
 loss, Brier, ECE; mean and standard deviation over seeds; the paired difference learned -
 fixed (+- standard error over seeds).
+
+kNN attention in the sequence model (issue 22). ``knn-cost``: one block's training step
+(forward and backward of a squared-output loss; d_model = 64, 2 heads, batch 1, float32),
+each method in a fresh process, at growing lengths: kNN attention with ``--n-neighbors``
+keys (exact top-k gradient, and the sampled gradient with 32 lazy-Gumbel draws), kernel
+attention (64 FAVOR+ features), softmax through SDPA, and softmax with the ``L x L``
+matrices materialized; time (best of 3 after a warm-up), rise of peak RSS, and each
+method's time over SDPA's at the same length. A method is dropped at longer lengths once
+it fails or passes ``--timeout``. ``knn-order``: the order task at ``--length`` (128;
+``--n-train`` 2000 training and 1000 test sequences drawn from seeds 200 and 201),
+``ParticleAttentionClassifier`` with softmax attention, kNN attention at k = 8, 32, 128
+(exact top-k gradient), k = 32 with the sampled gradient, and learned-particle kernel
+attention, every other setting the default. ``knn-text``: the Rotten Tomatoes split of
+the text study, softmax attention and kNN attention at k = 8 and 32 (reviews have at
+most 53 tokens). Both report accuracy and log loss (mean +- sd over seeds), epochs, fit
+time, and the paired difference from softmax attention (+- standard error over seeds).
 """
 
 import argparse
@@ -48,6 +67,7 @@ from sktransformer.datasets import make_order_task, make_parity_task
 from sktransformer.sequence import KernelAttention
 
 METHODS = ("linear", "linear_causal", "sdpa", "materialized")
+TRAIN_METHODS = ("knn", "knn_sampled", "kernel", "sdpa", "materialized")
 
 
 def _peak_mb():
@@ -70,6 +90,94 @@ def _run(block, method, x):
         v = block._split(block.value(x))
         p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
         return block.out((p @ v).transpose(1, 2).reshape(x.shape))
+
+
+def _train_block(method, n_neighbors):
+    g = torch.Generator().manual_seed(0)
+    attention = {"knn": "knn", "knn_sampled": "knn", "kernel": "kernel"}.get(method,
+                                                                            "softmax")
+    return KernelAttention(64, 2, 64, attention=attention, n_neighbors=n_neighbors,
+                           gradient="sampled" if method == "knn_sampled" else "exact",
+                           generator=g)
+
+
+def _train_step(block, method, x):
+    """Forward and backward of one block, as in a training step."""
+    x = x.detach().requires_grad_()
+    if method == "materialized":
+        q, k = block.queries_keys(x)
+        v = block._split(block.value(x))
+        p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
+        out = block.out((p @ v).transpose(1, 2).reshape(x.shape))
+    else:
+        out = block(x)
+    out.square().mean().backward()
+
+
+def train_child(method, length, n_neighbors):
+    block = _train_block(method, n_neighbors)
+    g = torch.Generator().manual_seed(1)
+    _train_step(block, method, torch.randn(1, 256, 64, generator=g))  # warm-up
+    x = torch.randn(1, length, 64, generator=g)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _peak_mb()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        _train_step(block, method, x)
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": min(times), "extra_peak_mb": _peak_mb() - base}))
+
+
+def knn_cost_study(lengths, n_neighbors, max_matrix_gb, timeout):
+    """One block's training step (forward and backward) against length, each method in a
+    fresh process; a method is dropped at longer lengths once it fails or passes the
+    timeout."""
+    rows, dropped = [], {}
+    for length in lengths:
+        for method in TRAIN_METHODS:
+            row = {"length": length, "method": method}
+            # the materialized form holds the scores, the softmax and their gradients
+            if method == "materialized" and 3 * 2 * 4 * length ** 2 / 2 ** 30 > max_matrix_gb:
+                dropped[method] = "L x L matrices over the limit"
+            if method in dropped:
+                row.update(seconds=None, extra_peak_mb=None, note=dropped[method])
+            else:
+                try:
+                    out = subprocess.run([sys.executable, __file__, "--train-child", method,
+                                          str(length), str(n_neighbors)],
+                                         capture_output=True, text=True, timeout=timeout)
+                    note = None if out.returncode == 0 else (
+                        out.stderr.strip().splitlines() or ["killed"])[-1][:80]
+                except subprocess.TimeoutExpired:
+                    note = f"over {timeout} s"
+                if note is None:
+                    row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                else:
+                    dropped[method] = note
+                    row.update(seconds=None, extra_peak_mb=None, note=note)
+            rows.append(row)
+            print(f"L={length:6d} {method:12s} {row['seconds']} s, +{row['extra_peak_mb']} MB "
+                  f"{row.get('note') or ''}", flush=True)
+    print("\n| length | " + " | ".join(TRAIN_METHODS) + " |")
+    print("|---|" + "---|" * len(TRAIN_METHODS))
+    for length in lengths:
+        cells = []
+        for method in TRAIN_METHODS:
+            r = next(r for r in rows if r["length"] == length and r["method"] == method)
+            cells.append("-" if r["seconds"] is None else
+                         f"{r['seconds']:.3g} s, {max(r['extra_peak_mb'], 0):.0f} MB")
+        print(f"| {length} | " + " | ".join(cells) + " |")
+    print("\nTime ratio to SDPA, same run:")
+    for length in lengths:
+        sdpa = next(r["seconds"] for r in rows if r["length"] == length
+                    and r["method"] == "sdpa")
+        ratios = [f"{m} {r['seconds'] / sdpa:.2f}x" for m in TRAIN_METHODS if m != "sdpa"
+                  for r in rows if r["length"] == length and r["method"] == m
+                  and r["seconds"] is not None and sdpa]
+        print(f"L={length}: " + ", ".join(ratios))
+    return rows
 
 
 def child(method, length):
@@ -110,14 +218,14 @@ def scale_study(lengths, max_matrix_gb):
     return rows
 
 
-def plot_scale(rows, path):
+def plot_scale(rows, path, methods=METHODS, what="forward, one block"):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for method in METHODS:
+    for method in methods:
         pts = [(r["length"], r["seconds"], r["extra_peak_mb"]) for r in rows
                if r["method"] == method and r["seconds"] is not None]
         if not pts:
@@ -125,7 +233,7 @@ def plot_scale(rows, path):
         L, t, m = zip(*pts)
         axes[0].plot(L, t, marker="o", label=method)
         axes[1].plot(L, np.maximum(m, 0.1), marker="o", label=method)
-    for ax, label in zip(axes, ["seconds (forward, one block)", "peak memory rise (MB)"]):
+    for ax, label in zip(axes, [f"seconds ({what})", "peak memory rise (MB)"]):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length")
@@ -226,21 +334,121 @@ def text_study(seeds):
     return rows
 
 
+KNN_MODELS = {"softmax": {"attention": "softmax"},
+              "knn k=8": {"attention": "knn", "n_neighbors": 8},
+              "knn k=32": {"attention": "knn", "n_neighbors": 32},
+              "knn k=128": {"attention": "knn", "n_neighbors": 128},
+              "knn k=32, sampled gradient": {"attention": "knn", "n_neighbors": 32,
+                                             "gradient": "sampled"},
+              "kernel (learned particles)": {"attention": "kernel"}}
+
+
+def _knn_table(rows, models):
+    """Mean +- sd over seeds, and each model's paired difference from softmax attention."""
+    print("\n| model | accuracy | log loss | epochs | fit (s) | accuracy - softmax "
+          "| log loss - softmax |")
+    print("|---|---|---|---|---|---|---|")
+    for name in models:
+        sel = [r for r in rows if r["model"] == name]
+        if not sel:
+            continue
+        cells = [f"{np.mean([r[m] for r in sel]):.3f} ± {np.std([r[m] for r in sel]):.3f}"
+                 for m in ("accuracy", "log_loss")]
+        for metric in ("accuracy", "log_loss"):
+            diff = [r[metric] - next(b[metric] for b in rows if b["model"] == "softmax"
+                                     and b["seed"] == r["seed"]) for r in sel]
+            cells.append("-" if name == "softmax" or len(diff) < 2 else
+                         f"{np.mean(diff):+.3f} ± {np.std(diff, ddof=1) / np.sqrt(len(diff)):.3f}")
+        cells[2:2] = [f"{np.mean([r['epochs'] for r in sel]):.0f}",
+                      f"{np.mean([r['fit_seconds'] for r in sel]):.0f}"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def knn_task_study(seeds, length, n_train, models):
+    """The order task at ``length``: kNN attention against softmax attention in the same
+    model, every other setting the default."""
+    X, y = make_order_task(n_train, length=length, random_state=200)
+    Xt, yt = make_order_task(1000, length=length, random_state=201)
+    rows = []
+    for seed in seeds:
+        for name in models:
+            start = time.perf_counter()
+            clf = ParticleAttentionClassifier(random_state=seed, device="cpu",
+                                              **KNN_MODELS[name]).fit(X, y)
+            row = {"task": f"order, L={length}", "model": name, "seed": seed,
+                   "fit_seconds": time.perf_counter() - start, "epochs": clf.n_iter_,
+                   **_metrics(yt, clf.predict_proba(Xt))}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    _knn_table(rows, models)
+    return rows
+
+
+def knn_text_study(seeds, models):
+    """Rotten Tomatoes (stratified 80/20 split per seed): kNN attention against softmax
+    attention in the same pipeline."""
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+
+    from sktransformer.datasets import load_rotten_tomatoes
+    from sktransformer.sequence import SequenceVectorizer
+
+    X, y = load_rotten_tomatoes(return_X_y=True)
+    rows = []
+    for seed in seeds:
+        Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
+        for name in models:
+            model = make_pipeline(SequenceVectorizer(), ParticleAttentionClassifier(
+                random_state=seed, device="cpu", **KNN_MODELS[name]))
+            start = time.perf_counter()
+            model.fit(Xa, ya)
+            row = {"task": "rotten tomatoes", "model": name, "seed": seed,
+                   "fit_seconds": time.perf_counter() - start,
+                   "epochs": model[-1].n_iter_, **_metrics(yb, model.predict_proba(Xb))}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    _knn_table(rows, models)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study", choices=["scale", "tasks", "text"], default="tasks")
+    parser.add_argument("--study", default="tasks", choices=[
+        "scale", "tasks", "text", "knn-cost", "knn-order", "knn-text"])
     parser.add_argument("--lengths", type=int, nargs="+",
                         default=[256, 1024, 4096, 16384, 65536])
     parser.add_argument("--max-matrix-gb", type=float, default=8.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--plot")
     parser.add_argument("--json")
+    parser.add_argument("--n-neighbors", type=int, default=32)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--length", type=int, default=128, help="knn-order's length")
+    parser.add_argument("--n-train", type=int, default=2000, help="knn-order's sequences")
+    parser.add_argument("--models", nargs="+", choices=list(KNN_MODELS),
+                        help="the models to fit (default: all for knn-order; softmax and "
+                        "knn k=8, 32 for knn-text)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--train-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
-    if args.study == "scale":
+    if args.train_child:
+        train_child(args.train_child[0], *map(int, args.train_child[1:]))
+        return
+    models = args.models or (["softmax", "knn k=8", "knn k=32"] if args.study == "knn-text"
+                             else list(KNN_MODELS))
+    if args.study == "knn-cost":
+        rows = knn_cost_study(args.lengths, args.n_neighbors, args.max_matrix_gb,
+                              args.timeout)
+        if args.plot:
+            plot_scale(rows, args.plot, TRAIN_METHODS, "forward + backward, one block")
+    elif args.study == "knn-order":
+        rows = knn_task_study(args.seeds, args.length, args.n_train, models)
+    elif args.study == "knn-text":
+        rows = knn_text_study(args.seeds, models)
+    elif args.study == "scale":
         rows = scale_study(args.lengths, args.max_matrix_gb)
         if args.plot:
             plot_scale(rows, args.plot)

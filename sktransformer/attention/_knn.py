@@ -26,7 +26,9 @@ import torch
 
 ESTIMATORS = ("truncated", "tail", "gumbel")
 _TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in float32
-_DENSE = 1.0  # lazy draws of a query switch to its full row past this many tail keys per key
+# lazy draws of a query switch to its full row past this many tail candidates per key: a
+# candidate scored by gathers costs about ten keys of a dense row (measured on the CPU)
+_DENSE = 0.1
 
 
 def _scale(q, scale):
@@ -368,8 +370,9 @@ def _gumbel_winners(q, k, scores, idx, visible, scale, n_samples, generator, exc
     ks = k.expand(*lead[:-1], n_k, d).reshape(-1, d)
     ex = None if exclude is None else exclude.expand(lead).reshape(-1)
     winner = winner.reshape(-1, n_samples)
-    # a query whose draws would score more tail keys than it has keys (flat scores, small
-    # k) draws from its full softmax row instead: one pass over its keys, just as exact
+    # a query whose draws would score more than a tenth as many tail keys as it has keys
+    # (flat scores, small k) draws from its full softmax row instead: one pass over its
+    # keys, just as exact
     dense = (n_tail * p_tail).sum(-1) > _DENSE * visible
     dense = torch.nonzero(dense.reshape(-1)).squeeze(-1)
     if dense.numel():
@@ -419,7 +422,7 @@ def sample_keys(q, k, n_neighbors, n_samples, *, causal=False, scale=None, gener
 
     ``lazy=True``: lazy Gumbel sampling from the top ``n_neighbors`` keys (per query
     ``O(n_neighbors)`` for the top set, then per draw the few tail keys that can win; a
-    query whose draws would score more tail keys than it has keys takes the full-row
+    query whose draws would score more tail keys than a tenth of its keys takes the full-row
     draw instead). ``lazy=False``: one pass of the full softmax per query and
     ``torch.multinomial`` (cost ``O(n_keys)`` per query).
     ``None`` picks lazy sampling when the keys outnumber ``4 n_samples n_neighbors``. Both
