@@ -26,10 +26,11 @@ class KNNAttention(torch.autograd.Function):
       that end inside it are Rao-Blackwellized: given that a draw lands in the top-k, it
       lands on ``j`` with the renormalized top-k softmax ``w_ij``, so their count ``m_i``
       gives ``W_ij = (m_i / S) w_ij`` there. That is unbiased too, and exact once the top-k
-      hold the mass. The backward takes fresh draws, independent of the forward's, so
-      that ``dO`` (computed from the forward estimate) and ``W`` multiply to an unbiased
-      product: ``dV = W^T dO`` and the linear parts of ``dK`` and ``dQ`` are unbiased, and
-      ``c_i`` taken from the same draws adds a bias ``O(1 / S)``. The paper's walks start
+      hold the mass. The backward takes fresh draws from the forward's top-k (which is
+      deterministic), independent of the forward's draws, so that ``dO`` (computed from
+      the forward estimate) and ``W`` multiply to an unbiased product: ``dV = W^T dO``
+      and the linear parts of ``dK`` and ``dQ`` are unbiased, and ``c_i`` taken from the
+      same draws adds a bias ``O(1 / S)``. The paper's walks start
       from a distribution proportional to a shifted column of ``dO``; these start from
       every query, which needs no shift and serves every column at once; and the author's
       ``dQ`` took its expectations over the top-k alone (biased when the top-k miss mass).
@@ -45,12 +46,14 @@ class KNNAttention(torch.autograd.Function):
         ctx.scale, ctx.mode, ctx.n_samples = scale, backward, n_samples
         ctx.n_neighbors, ctx.generator, ctx.exclude = n_neighbors, generator, exclude
         ctx.causal = causal
-        idx, w = _row_weights(q, k, n_neighbors, scale, backward, n_samples, generator,
+        scores, top = topk_keys(q, k, n_neighbors, scale=scale, exclude=exclude,
+                                causal=causal)
+        idx, w = _row_weights(q, k, scores, top, scale, backward, n_samples, generator,
                               exclude, causal)
         if backward == "topk":  # the backward reuses the forward's rows
             ctx.save_for_backward(q, k, v, idx, w)
-        else:  # fresh draws in the backward
-            ctx.save_for_backward(q, k, v)
+        else:  # fresh draws in the backward, from the forward's top-k
+            ctx.save_for_backward(q, k, v, scores, top)
         return (w.unsqueeze(-2) @ _gather_rows(v, idx)).squeeze(-2)
 
     @staticmethod
@@ -59,8 +62,8 @@ class KNNAttention(torch.autograd.Function):
         if ctx.mode == "topk":
             q, k, v, idx, w = ctx.saved_tensors
         else:
-            q, k, v = ctx.saved_tensors
-            idx, w = _row_weights(q, k, ctx.n_neighbors, ctx.scale, "sampled", ctx.n_samples,
+            q, k, v, scores, top = ctx.saved_tensors
+            idx, w = _row_weights(q, k, scores, top, ctx.scale, "sampled", ctx.n_samples,
                                   ctx.generator, ctx.exclude, ctx.causal)
         s, n_k = ctx.scale, k.shape[-2]
         vj, kj = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, m, .)
@@ -74,13 +77,11 @@ class KNNAttention(torch.autograd.Function):
         return dq, dk, dv, *_NONE
 
 
-def _row_weights(q, k, n_neighbors, scale, mode, n_samples, generator, exclude,
-                 causal=False):
-    """Keys and weights of each query's attention row, (..., n_q, m) each: the top-k
-    softmax (``"topk"``), or the Rao-Blackwellized estimate of the full softmax row from
-    ``n_samples`` draws (``"sampled"``, ``m = k + n_samples``). ``causal``: query ``i``
-    sees keys ``j <= i`` only."""
-    scores, idx = topk_keys(q, k, n_neighbors, scale=scale, exclude=exclude, causal=causal)
+def _row_weights(q, k, scores, idx, scale, mode, n_samples, generator, exclude, causal):
+    """Keys and weights of each query's attention row, (..., n_q, m) each, from its top-k
+    ``scores, idx``: the top-k softmax (``"topk"``), or the Rao-Blackwellized estimate of
+    the full softmax row from ``n_samples`` draws (``"sampled"``, ``m = k + n_samples``).
+    ``causal``: query ``i`` sees keys ``j <= i`` only."""
     if mode == "topk":
         return idx, torch.softmax(scores, dim=-1)
     with torch.no_grad():
