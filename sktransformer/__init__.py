@@ -10,7 +10,11 @@ from .cluster import (
 )
 from .kernels import ImportanceSampledRFF, ParticleKernelClassifier, ParticleKernelSampler
 from .neighbors import KNNAttentionRegressor
-from .sequence import ParticleAttentionClassifier, SequenceVectorizer
+from .sequence import (  # noqa: F401 (ParticleAttentionClassifier: the former name)
+    ParticleAttentionClassifier,
+    SequenceAttentionClassifier,
+    SequenceVectorizer,
+)
 
 __version__ = "0.1.0.dev0"
 
@@ -18,10 +22,10 @@ __all__ = [
     "ImportanceSampledRFF",
     "KMeansCircuit",
     "KNNAttentionRegressor",
-    "ParticleAttentionClassifier",
     "ParticleKernelClassifier",
     "ParticleKernelSampler",
     "RobustTransformerKMeans",
+    "SequenceAttentionClassifier",
     "SequenceVectorizer",
     "SphericalTransformerKMeans",
     "TransformerKMeans",

@@ -13,8 +13,9 @@
    LogisticRegression, 3-fold CV on scikit-learn's breast_cancer, wine and digits.
 4. kNN attention: KNNAttentionRegressor against KNeighborsRegressor, 3-fold R^2 on
    scikit-learn's diabetes.
-5. Linear attention over learned particles: ParticleAttentionClassifier on a task that
-   needs attention (is token 1 before token 2?), learned particles against fixed features.
+5. Sequence models: SequenceAttentionClassifier on a task that needs attention (is token 1
+   before token 2?): linear attention over learned particles against fixed features at
+   length 24, and kNN attention (8 keys) against softmax attention at length 128.
 """
 
 import argparse
@@ -166,18 +167,24 @@ def knn_attention(device="auto", random_state=0):
 
 
 def sequences(device="auto", random_state=0):
-    """Test accuracy on the order task: learned particles, fixed features."""
-    from . import ParticleAttentionClassifier
+    """Test accuracy on the order task: learned particles and fixed features at length 24,
+    softmax and kNN attention at length 128."""
+    from . import SequenceAttentionClassifier
     from .datasets import make_order_task
 
-    X, y = make_order_task(1500, length=24, random_state=random_state)
-    Xt, yt = make_order_task(500, length=24, random_state=random_state + 1)
     rows = []
-    for label, features in (("learned particles", "learned"), ("fixed features", "fixed")):
-        start = time.perf_counter()
-        clf = ParticleAttentionClassifier(features=features, max_epochs=25, device=device,
-                                          random_state=random_state).fit(X, y)
-        rows.append((label, clf.score(Xt, yt), time.perf_counter() - start))
+    for length, n, models, epochs in (
+            (24, 1500, {"learned particles": {}, "fixed features": {"features": "fixed"}}, 25),
+            (128, 2000, {"softmax attention": {"attention": "softmax"},
+                         "kNN attention, k=8": {"attention": "knn", "n_neighbors": 8}}, 15)):
+        X, y = make_order_task(n, length=length, random_state=random_state)
+        Xt, yt = make_order_task(500, length=length, random_state=random_state + 1)
+        for label, params in models.items():
+            start = time.perf_counter()
+            clf = SequenceAttentionClassifier(max_epochs=epochs, device=device,
+                                              random_state=random_state, **params).fit(X, y)
+            rows.append((f"L={length}, {label}", clf.score(Xt, yt),
+                         time.perf_counter() - start))
     return rows
 
 
@@ -203,10 +210,9 @@ def main(argv=None):
     print("\n4. kNN attention: diabetes, 3-fold R^2\n", flush=True)
     for label, r2, seconds in knn_attention(**kw):
         print(f"   {label:<36} R^2 {r2:.3f}   fit {seconds:.2f} s")
-    print("\n5. Linear attention over particles: is token 1 before token 2? (test accuracy)\n",
-          flush=True)
+    print("\n5. Sequence models: is token 1 before token 2? (test accuracy)\n", flush=True)
     for label, accuracy, seconds in sequences(**kw):
-        print(f"   {label:<20} {accuracy:.3f}   fit {seconds:.1f} s")
+        print(f"   {label:<28} {accuracy:.3f}   fit {seconds:.1f} s")
 
 
 if __name__ == "__main__":

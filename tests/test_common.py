@@ -27,7 +27,7 @@ def test_every_public_estimator_is_checked():
     assert {"TransformerKMeans", "SphericalTransformerKMeans", "TrimmedTransformerKMeans",
             "RobustTransformerKMeans", "TransformerKMedoids", "ParticleKernelSampler",
             "ParticleKernelClassifier", "ImportanceSampledRFF", "KNNAttentionRegressor",
-            "ParticleAttentionClassifier"} <= names
+            "SequenceAttentionClassifier"} <= names
 
 
 # The random initialization (k-means++ or random rows) draws points in row order, so

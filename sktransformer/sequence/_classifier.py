@@ -1,4 +1,5 @@
-"""ParticleAttentionClassifier: a linear-attention encoder whose kernel is learned particles.
+"""SequenceAttentionClassifier: a small attention encoder for sequences, whose attention is
+linear over learned particles (the default), kNN attention or softmax attention.
 
 Phase A moves each block's particles by projected Langevin dynamics on the kernel-target
 alignment of the block's pooled queries (the kernels package's Hamiltonian and dynamics,
@@ -12,6 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import deprecated
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     check_consistent_length,
@@ -38,12 +40,16 @@ from ..utils import (
 from ._encoder import SequenceEncoder, build, masked_mean
 
 
-class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
-    """Sequence classification by a small transformer with learned-kernel linear attention.
+class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
+    """Sequence classification by a small transformer: learned-kernel linear attention, kNN
+    attention or softmax attention.
+
+    Formerly ``ParticleAttentionClassifier``; that name still works (with a
+    ``FutureWarning``) and will be removed in 0.3.
 
     The model embeds each position (tokens, or float features), adds a learned position
     embedding, runs ``n_layers`` pre-norm blocks of multi-head attention and a feed-forward
-    layer, mean-pools the real positions and classifies. Its attention is linear
+    layer, mean-pools the real positions and classifies. By default its attention is linear
     (:class:`~sktransformer.sequence.KernelAttention`): the kernel ``phi(q) . phi(k)`` of a
     positive feature map over particles, linear in sequence length.
 
@@ -142,11 +148,11 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from sktransformer import ParticleAttentionClassifier
+    >>> from sktransformer import SequenceAttentionClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.integers(1, 5, size=(200, 12))
     >>> y = (X == 4).any(1) & (X[:, 0] > 2)
-    >>> clf = ParticleAttentionClassifier(max_epochs=5, n_iter=10, random_state=0,
+    >>> clf = SequenceAttentionClassifier(max_epochs=5, n_iter=10, random_state=0,
     ...                                   device="cpu").fit(X, y)
     >>> clf.predict(X[:3]).shape
     (3,)
@@ -282,7 +288,7 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        self : ParticleAttentionClassifier
+        self : SequenceAttentionClassifier
         """
         device = resolve_device(self.device)
         generator = make_generator(self.random_state, device=device)
@@ -473,3 +479,9 @@ class ParticleAttentionClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         return self.classes_[self.predict_proba(X).argmax(1)]
+
+
+@deprecated("ParticleAttentionClassifier was renamed SequenceAttentionClassifier (it offers "
+            "kernel, kNN and softmax attention); the old name will be removed in 0.3.")
+class ParticleAttentionClassifier(SequenceAttentionClassifier):
+    """The former name of :class:`SequenceAttentionClassifier`."""

@@ -23,7 +23,7 @@ class KernelAttention(torch.nn.Module):
 
     The particles ``W (n_components, d_head)`` are a buffer, not a parameter: they are set by
     Langevin dynamics on kernel-target alignment (phase A of
-    :class:`~sktransformer.ParticleAttentionClassifier`), or stay the random draw (fixed
+    :class:`~sktransformer.SequenceAttentionClassifier`), or stay the random draw (fixed
     FAVOR+ features), while the projections learn by backpropagation. One particle set is
     shared by the heads. ``attention="knn"`` restricts softmax attention to each query's
     ``n_neighbors`` best keys (the exact top-k by blocks of queries, never an ``L x L``

@@ -23,7 +23,7 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     them (``lowercase``, ``token_pattern``); the ``max_features`` most frequent tokens of the
     training documents get the ids ``2, 3, ...`` (most frequent first), every other token
     the id ``1`` (unknown), and each document becomes its first ``max_length`` ids, padded
-    with ``0`` (the ``pad_id`` of :class:`~sktransformer.ParticleAttentionClassifier`).
+    with ``0`` (the ``pad_id`` of :class:`~sktransformer.SequenceAttentionClassifier`).
 
     Parameters
     ----------

@@ -1,17 +1,17 @@
-"""ParticleAttentionClassifier: phases A and B, inputs, and the conventions."""
+"""SequenceAttentionClassifier: phases A and B, inputs, and the conventions."""
 
 import numpy as np
 import pytest
 import torch
 
-from sktransformer import ParticleAttentionClassifier
+from sktransformer import SequenceAttentionClassifier
 from sktransformer.datasets import make_order_task, make_parity_task
 
 
 def _clf(**kw):
     params = dict(max_epochs=25, n_iter=30, random_state=0, device="cpu")
     params.update(kw)
-    return ParticleAttentionClassifier(**params)
+    return SequenceAttentionClassifier(**params)
 
 
 @pytest.mark.parametrize("attention, features", [("kernel", "learned"), ("kernel", "fixed"),
@@ -94,3 +94,19 @@ def test_knn_attention_in_the_classifier(gradient):
     assert clf.history_["phase_a"] == []  # particles belong to the kernel attention
     again = _clf(attention="knn", n_neighbors=4, gradient=gradient).fit(X, y)
     np.testing.assert_array_equal(again.predict_proba(Xt), clf.predict_proba(Xt))
+
+
+def test_the_former_name_warns_and_fits_the_same():
+    import sktransformer
+    from sktransformer import ParticleAttentionClassifier
+
+    X, y = make_order_task(100, length=8, random_state=0)
+    with pytest.warns(FutureWarning, match="renamed SequenceAttentionClassifier"):
+        old = ParticleAttentionClassifier(max_epochs=2, n_iter=5, random_state=0,
+                                          device="cpu")
+    new = _clf(max_epochs=2, n_iter=5)
+    assert isinstance(old, SequenceAttentionClassifier)
+    assert old.get_params() == new.get_params()
+    np.testing.assert_array_equal(old.fit(X, y).predict_proba(X),
+                                  new.fit(X, y).predict_proba(X))
+    assert "ParticleAttentionClassifier" not in sktransformer.__all__

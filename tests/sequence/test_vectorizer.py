@@ -10,7 +10,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.pipeline import make_pipeline
 
-from sktransformer import ParticleAttentionClassifier
+from sktransformer import SequenceAttentionClassifier
 from sktransformer.datasets import load_rotten_tomatoes
 from sktransformer.sequence import SequenceVectorizer
 
@@ -56,7 +56,7 @@ def test_the_sequence_classifier_reads_raw_text_in_a_pipeline():
         docs.append(" ".join(words))
         y.append(label)
     pipe = make_pipeline(SequenceVectorizer(max_length=12),
-                         ParticleAttentionClassifier(max_epochs=15, random_state=0,
+                         SequenceAttentionClassifier(max_epochs=15, random_state=0,
                                                      device="cpu"))
     assert pipe.fit(docs[:200], y[:200]).score(docs[200:], y[200:]) > 0.9
 
@@ -67,7 +67,7 @@ def test_token_ids_map_to_a_compact_vocabulary():
     X = rng.integers(1, 5, size=(200, 12))
     y = (X == 4).any(1)
     X[0, 0] = 2_000_000
-    clf = ParticleAttentionClassifier(max_epochs=2, n_iter=5, random_state=0,
+    clf = SequenceAttentionClassifier(max_epochs=2, n_iter=5, random_state=0,
                                       device="cpu").fit(X, y)
     assert clf.model_.embed.num_embeddings <= 8
     X[1, 1] = 2**62  # unseen in fit: the shared row
