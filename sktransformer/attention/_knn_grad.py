@@ -1,9 +1,19 @@
 """Gradients of kNN attention: exact through the top-k, or random-walk estimates of the
 gradients of full softmax attention (Haris, "kNN Attention Demystified", section 4)."""
 
+import math
+
 import torch
 
-from ._knn import _gather_rows, _lazy_draws, _scale, rao_blackwell, topk_keys
+from ._knn import (
+    _TILE,
+    _blocks,
+    _gather_rows,
+    _lazy_draws,
+    _scale,
+    rao_blackwell,
+    topk_keys,
+)
 
 BACKWARDS = ("topk", "sampled")
 _NONE = (None,) * 7  # no gradient for the non-tensor arguments
@@ -37,6 +47,9 @@ class KNNAttention(torch.autograd.Function):
 
     ``dK`` was not in the author's code; the formula above is the derivative of
     ``o_i = sum_j softmax_j(scale q_i . k_j) v_j`` with respect to ``k_j``.
+
+    Memory: the rows ``(idx, W)`` are ``O(n_q m)``; the output and the backward gather
+    keys and values by blocks of queries, so nothing of size ``n_q m d`` is ever held.
     """
 
     @staticmethod
@@ -54,7 +67,12 @@ class KNNAttention(torch.autograd.Function):
             ctx.save_for_backward(q, k, v, idx, w)
         else:  # fresh draws in the backward, from the forward's top-k
             ctx.save_for_backward(q, k, v, scores, top)
-        return (w.unsqueeze(-2) @ _gather_rows(v, idx)).squeeze(-2)
+        lead = torch.broadcast_shapes(v.shape[:-2], idx.shape[:-2])
+        out = v.new_empty(*lead, idx.shape[-2], v.shape[-1])
+        for sl in _query_blocks(idx, v.shape[-1]):
+            out[..., sl, :] = (w[..., sl, :].unsqueeze(-2)
+                               @ _gather_rows(v, idx[..., sl, :])).squeeze(-2)
+        return out
 
     @staticmethod
     def backward(ctx, d_out):
@@ -65,15 +83,20 @@ class KNNAttention(torch.autograd.Function):
             q, k, v, scores, top = ctx.saved_tensors
             idx, w = _row_weights(q, k, scores, top, ctx.scale, "sampled", ctx.n_samples,
                                   ctx.generator, ctx.exclude, ctx.causal)
-        s, n_k = ctx.scale, k.shape[-2]
-        vj, kj = _gather_rows(v, idx), _gather_rows(k, idx)  # (..., n_q, m, .)
-        dp = (vj @ d_out.unsqueeze(-1)).squeeze(-1)  # dO_i . v_j
-        c = (w * dp).sum(-1, keepdim=True)  # dO_i . o_i
-        ds = w * (dp - c)
-        dq = s * (ds.unsqueeze(-2) @ kj).squeeze(-2)
-        flat = idx.reshape(*idx.shape[:-2], -1)
-        dk = _scatter_rows(n_k, flat, s * ds.unsqueeze(-1) * q.unsqueeze(-2))
-        dv = _scatter_rows(n_k, flat, w.unsqueeze(-1) * d_out.unsqueeze(-2))
+        s, n_k, lead = ctx.scale, k.shape[-2], idx.shape[:-2]
+        dq = q.new_empty(*lead, idx.shape[-2], q.shape[-1])
+        dk = k.new_zeros(*lead, n_k, k.shape[-1])
+        dv = v.new_zeros(*lead, n_k, v.shape[-1])
+        for sl in _query_blocks(idx, max(k.shape[-1], v.shape[-1])):
+            i, wb, g = idx[..., sl, :], w[..., sl, :], d_out[..., sl, :]
+            vj, kj = _gather_rows(v, i), _gather_rows(k, i)  # (..., rows, m, .)
+            dp = (vj @ g.unsqueeze(-1)).squeeze(-1)  # dO_i . v_j
+            c = (wb * dp).sum(-1, keepdim=True)  # dO_i . o_i
+            ds = wb * (dp - c)
+            dq[..., sl, :] = s * (ds.unsqueeze(-2) @ kj).squeeze(-2)
+            flat = i.reshape(*lead, -1)
+            _scatter_rows(dk, flat, s * ds.unsqueeze(-1) * q[..., sl, :].unsqueeze(-2))
+            _scatter_rows(dv, flat, wb.unsqueeze(-1) * g.unsqueeze(-2))
         return dq, dk, dv, *_NONE
 
 
@@ -90,13 +113,19 @@ def _row_weights(q, k, scores, idx, scale, mode, n_samples, generator, exclude, 
     return rao_blackwell(scores, idx, draws)
 
 
-def _scatter_rows(n_rows, flat_index, values):
-    """Sum ``values (..., n_q, m, c)`` into rows ``flat_index (..., n_q * m)`` of a
-    ``(..., n_rows, c)`` tensor."""
-    lead = flat_index.shape[:-1]
-    vals = values.reshape(*lead, -1, values.shape[-1])
-    out = vals.new_zeros(*lead, n_rows, values.shape[-1])
-    return out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
+def _query_blocks(idx, width):
+    """Slices of the queries of ``idx (..., n_q, m)`` whose gathered ``(..., rows, m,
+    width)`` rows hold about a quarter of a score tile: the backward's memory is bounded
+    by blocks, not by ``n_q m``."""
+    batch = math.prod(idx.shape[:-2]) or 1
+    return _blocks(idx.shape[-2], max(1, _TILE // (4 * batch * idx.shape[-1] * width)))
+
+
+def _scatter_rows(out, flat_index, values):
+    """Add ``values (..., rows, m, c)`` into the rows ``flat_index (..., rows * m)`` of
+    ``out (..., n_rows, c)``, in place."""
+    vals = values.reshape(*flat_index.shape, values.shape[-1])
+    out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
 
 
 def knn_attention_grad(q, k, v, n_neighbors, *, backward="sampled", scale=None, n_samples=64,

@@ -108,6 +108,29 @@ def test_topk_backward_is_the_exact_gradient_of_the_truncated_forward():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("backward", ["topk", "sampled"])
+def test_the_gradient_by_blocks_of_queries_equals_one_block(backward, monkeypatch):
+    from sktransformer.attention import _knn_grad
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 1, 40, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = [torch.randn(2, 3, 40, 6, generator=g, dtype=torch.float64, requires_grad=True)
+            for _ in range(2)]  # q broadcast over the heads
+    d_out = torch.randn(2, 3, 40, 6, generator=g, dtype=torch.float64)
+
+    def grads():
+        out = knn_attention_grad(q, k, v, 5, backward=backward, causal=True,
+                                 generator=torch.Generator().manual_seed(1))
+        return (out, *torch.autograd.grad(out, (q, k, v), d_out))
+
+    whole = grads()
+    monkeypatch.setattr(_knn_grad, "_TILE", 4 * 2 * 3 * 5 * 6 * 7)  # blocks of 7 queries
+    assert len(list(_knn_grad._query_blocks(torch.zeros(2, 3, 40, 5), 6))) == 6
+    for a, b in zip(grads(), whole):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b)
+
+
 def test_sampled_gradients_approach_the_exact_attention_gradients():
     g = torch.Generator().manual_seed(0)
     q, k, v = [torch.randn(1, 50, 8, generator=g, dtype=torch.float64, requires_grad=True)
