@@ -6,6 +6,7 @@
     python benchmarks/bench_sequence.py --study knn-cost --lengths 256 1024 4096 16384 32768
     python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12
     python benchmarks/bench_sequence.py --study knn-text --seeds 10 11 12
+    python benchmarks/bench_sequence.py --study einsum --lengths 1024 4096 16384 65536
 
 Scale study: one attention block (``KernelAttention``: d_model = 64, 2 heads, 64 FAVOR+
 features; batch 1, float32, forward only, no grad) at lengths 256 ... 65536, each method in
@@ -55,6 +56,7 @@ time, and the paired difference from softmax attention (+- standard error over s
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -334,6 +336,48 @@ def text_study(seeds):
     return rows
 
 
+def _plain_linear_attention(block, x):
+    """The FAVOR+ block written as plain einsums (non-causal, no mask): the reference that
+    ``KernelAttention``'s overhead is measured against."""
+    B, L, _ = x.shape
+    H, dh = block.n_heads, block.d_head
+    q, k, v = (f(x).view(B, L, H, dh).transpose(1, 2)
+               for f in (block.query, block.key, block.value))
+    W, s = block.particles, dh ** -0.25
+    zq = torch.einsum("bhld,nd->bhln", q * s, W) - 0.5 * (q * s).square().sum(-1, True)
+    zk = torch.einsum("bhld,nd->bhln", k * s, W) - 0.5 * (k * s).square().sum(-1, True)
+    fq = torch.exp(zq - zq.amax(-1, keepdim=True))
+    fk = torch.exp(zk - zk.amax((-2, -1), keepdim=True))
+    kv = torch.einsum("bhln,bhld->bhnd", fk, v)
+    den = torch.einsum("bhln,bhn->bhl", fq, fk.sum(-2)).unsqueeze(-1) + 1e-12
+    out = torch.einsum("bhln,bhnd->bhld", fq, kv) / den
+    return block.out(out.transpose(1, 2).reshape(B, L, H * dh))
+
+
+def einsum_study(lengths, repeats=5):
+    """``KernelAttention`` (non-causal FAVOR+, forward without grad) against the same
+    block as plain einsums, interleaved in one process: best of ``repeats`` rounds."""
+    torch.set_grad_enabled(False)
+    block = _block("linear")
+    rows = []
+    for length in lengths:
+        x = torch.randn(1, length, 64, generator=torch.Generator().manual_seed(1))
+        torch.testing.assert_close(block(x), _plain_linear_attention(block, x),
+                                   rtol=1e-4, atol=1e-5)
+        best = {"block": math.inf, "einsum": math.inf}
+        for _ in range(repeats):
+            for name, f in (("block", block), ("einsum", lambda x: _plain_linear_attention(
+                    block, x))):
+                start = time.perf_counter()
+                f(x)
+                best[name] = min(best[name], time.perf_counter() - start)
+        rows.append({"length": length, **best, "ratio": best["block"] / best["einsum"]})
+        print(f"L={length}: block {1000 * best['block']:.2f} ms, einsum "
+              f"{1000 * best['einsum']:.2f} ms, block / einsum {rows[-1]['ratio']:.2f}",
+              flush=True)
+    return rows
+
+
 KNN_MODELS = {"softmax": {"attention": "softmax"},
               "knn k=8": {"attention": "knn", "n_neighbors": 8},
               "knn k=32": {"attention": "knn", "n_neighbors": 32},
@@ -416,7 +460,7 @@ def knn_text_study(seeds, models):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="tasks", choices=[
-        "scale", "tasks", "text", "knn-cost", "knn-order", "knn-text"])
+        "scale", "tasks", "text", "knn-cost", "knn-order", "knn-text", "einsum"])
     parser.add_argument("--lengths", type=int, nargs="+",
                         default=[256, 1024, 4096, 16384, 65536])
     parser.add_argument("--max-matrix-gb", type=float, default=8.0)
@@ -446,6 +490,8 @@ def main():
                               args.timeout)
         if args.plot:
             plot_scale(rows, args.plot, TRAIN_METHODS, "forward + backward, one block")
+    elif args.study == "einsum":
+        rows = einsum_study(args.lengths)
     elif args.study == "knn-order":
         rows = knn_task_study(args.seeds, args.length, args.n_train, models)
     elif args.study == "knn-text":

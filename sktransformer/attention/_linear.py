@@ -7,6 +7,8 @@ length. Causal attention keeps running sums, by chunks of tokens: within a chunk
 ``(n_features, d_v)``, so memory stays ``O(chunk^2 + n_features d_v)`` per head.
 """
 
+import math
+
 import torch
 
 from ._features import favor_exponent, features
@@ -26,14 +28,16 @@ def positive_features(kernel, x, particles, role, mask=None):
     if kernel not in POSITIVE_MAPS:
         raise ValueError(f"Linear attention needs a positive feature map; got {kernel!r}, "
                          f"choose one of {POSITIVE_MAPS}.")
-    offset = 0.0
-    if kernel == "favor+":
-        z = favor_exponent(x, particles).detach()
+    if kernel == "favor+":  # the exponent once, for the offset and the features
+        z = favor_exponent(x, particles)
+        top = z.detach()
         if mask is not None:
-            z = z.masked_fill(~mask.unsqueeze(-1), -torch.inf)
-        offset = z.amax(dim=-1 if role == "query" else (-2, -1), keepdim=True)
+            top = top.masked_fill(~mask.unsqueeze(-1), -torch.inf)
+        offset = top.amax(dim=-1 if role == "query" else (-2, -1), keepdim=True)
         offset = torch.where(torch.isfinite(offset), offset, 0.0)  # an all-pad sequence
-    phi = features(kernel, x, particles, None, offset=offset)
+        phi = torch.exp(z - offset) / math.sqrt(particles.shape[0])
+    else:
+        phi = features(kernel, x, particles, None)
     return phi if mask is None else phi * mask.unsqueeze(-1).to(phi.dtype)
 
 
