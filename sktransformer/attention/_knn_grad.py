@@ -40,10 +40,10 @@ class KNNAttention(torch.autograd.Function):
       deterministic), independent of the forward's draws, so that ``dO`` (computed from
       the forward estimate) and ``W`` multiply to an unbiased product: ``dV = W^T dO``
       and the linear parts of ``dK`` and ``dQ`` are unbiased, and ``c_i`` taken from the
-      same draws adds a bias ``O(1 / S)``. The paper's walks start
-      from a distribution proportional to a shifted column of ``dO``; these start from
-      every query, which needs no shift and serves every column at once; and the author's
-      ``dQ`` took its expectations over the top-k alone (biased when the top-k miss mass).
+      same draws adds a bias ``O(1 / S)``. The paper's walks start from a distribution
+      proportional to a shifted column of ``dO``; these start from every query, which
+      needs no shift and serves every column at once; and the author's ``dQ`` took its
+      expectations over the top-k alone (biased when the top-k miss mass).
 
     ``dK`` was not in the author's code; the formula above is the derivative of
     ``o_i = sum_j softmax_j(scale q_i . k_j) v_j`` with respect to ``k_j``.
@@ -83,7 +83,8 @@ class KNNAttention(torch.autograd.Function):
             q, k, v, scores, top = ctx.saved_tensors
             idx, w = _row_weights(q, k, scores, top, ctx.scale, "sampled", ctx.n_samples,
                                   ctx.generator, ctx.exclude, ctx.causal)
-        s, n_k, lead = ctx.scale, k.shape[-2], idx.shape[:-2]
+        s, n_k = ctx.scale, k.shape[-2]
+        lead = torch.broadcast_shapes(idx.shape[:-2], d_out.shape[:-2])
         dq = q.new_empty(*lead, idx.shape[-2], q.shape[-1])
         dk = k.new_zeros(*lead, n_k, k.shape[-1])
         dv = v.new_zeros(*lead, n_k, v.shape[-1])
@@ -94,7 +95,7 @@ class KNNAttention(torch.autograd.Function):
             c = (wb * dp).sum(-1, keepdim=True)  # dO_i . o_i
             ds = wb * (dp - c)
             dq[..., sl, :] = s * (ds.unsqueeze(-2) @ kj).squeeze(-2)
-            flat = i.reshape(*lead, -1)
+            flat = i.reshape(*i.shape[:-2], -1)
             _scatter_rows(dk, flat, s * ds.unsqueeze(-1) * q[..., sl, :].unsqueeze(-2))
             _scatter_rows(dv, flat, wb.unsqueeze(-1) * g.unsqueeze(-2))
         return dq, dk, dv, *_NONE
@@ -124,7 +125,7 @@ def _query_blocks(idx, width):
 def _scatter_rows(out, flat_index, values):
     """Add ``values (..., rows, m, c)`` into the rows ``flat_index (..., rows * m)`` of
     ``out (..., n_rows, c)``, in place."""
-    vals = values.reshape(*flat_index.shape, values.shape[-1])
+    vals = values.reshape(*values.shape[:-3], -1, values.shape[-1])
     out.scatter_add_(-2, flat_index.unsqueeze(-1).expand_as(vals), vals)
 
 

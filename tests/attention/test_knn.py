@@ -131,6 +131,19 @@ def test_the_gradient_by_blocks_of_queries_equals_one_block(backward, monkeypatc
         torch.testing.assert_close(a, b)
 
 
+def test_topk_backward_broadcasts_values_over_more_leading_dims():
+    g = torch.Generator().manual_seed(0)
+    q, k = [torch.randn(1, 40, 6, generator=g, dtype=torch.float64, requires_grad=True)
+            for _ in range(2)]
+    v = torch.randn(3, 40, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    d_out = torch.randn(3, 40, 6, generator=g, dtype=torch.float64)
+    ours = torch.autograd.grad(knn_attention_grad(q, k, v, 5, backward="topk"), (q, k, v),
+                               d_out)
+    ref = torch.autograd.grad(knn_attention(q, k, v, 5), (q, k, v), d_out)
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b)
+
+
 def test_sampled_gradients_approach_the_exact_attention_gradients():
     g = torch.Generator().manual_seed(0)
     q, k, v = [torch.randn(1, 50, 8, generator=g, dtype=torch.float64, requires_grad=True)
