@@ -84,14 +84,47 @@ def _block(method):
                            else "kernel", causal=method == "linear_causal", generator=g)
 
 
+def _materialized(block, x):
+    """The softmax block with its ``L x L`` matrices held: the naive baseline."""
+    q, k = block.queries_keys(x)
+    v = block._split(block.value(x))
+    p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
+    return block.out((p @ v).transpose(1, 2).reshape(x.shape))
+
+
 def _run(block, method, x):
     with torch.no_grad():
-        if method != "materialized":
-            return block(x)
-        q, k = block.queries_keys(x)
-        v = block._split(block.value(x))
-        p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
-        return block.out((p @ v).transpose(1, 2).reshape(x.shape))
+        return _materialized(block, x) if method == "materialized" else block(x)
+
+
+def _measure(step, length):
+    """Print, as JSON, the best of 3 calls of ``step(x)`` on a ``(1, length, 64)`` input
+    after a warm-up at length 256, and the rise of peak RSS during them."""
+    g = torch.Generator().manual_seed(1)
+    step(torch.randn(1, 256, 64, generator=g))  # warm-up
+    x = torch.randn(1, length, 64, generator=g)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _peak_mb()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        step(x)
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": min(times), "extra_peak_mb": _peak_mb() - base}))
+
+
+def _in_child(args, timeout=None):
+    """Run this script with ``args`` in a fresh process: its measurement, or a note on
+    why there is none."""
+    try:
+        out = subprocess.run([sys.executable, __file__, *map(str, args)],
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"over {timeout} s"
+    if out.returncode:
+        return None, (out.stderr.strip().splitlines() or ["killed"])[-1][:80]
+    return json.loads(out.stdout.strip().splitlines()[-1]), None
 
 
 def _train_block(method, n_neighbors):
@@ -106,30 +139,13 @@ def _train_block(method, n_neighbors):
 def _train_step(block, method, x):
     """Forward and backward of one block, as in a training step."""
     x = x.detach().requires_grad_()
-    if method == "materialized":
-        q, k = block.queries_keys(x)
-        v = block._split(block.value(x))
-        p = torch.softmax(q @ k.transpose(-1, -2) / block.d_head ** 0.5, -1)
-        out = block.out((p @ v).transpose(1, 2).reshape(x.shape))
-    else:
-        out = block(x)
+    out = _materialized(block, x) if method == "materialized" else block(x)
     out.square().mean().backward()
 
 
 def train_child(method, length, n_neighbors):
     block = _train_block(method, n_neighbors)
-    g = torch.Generator().manual_seed(1)
-    _train_step(block, method, torch.randn(1, 256, 64, generator=g))  # warm-up
-    x = torch.randn(1, length, 64, generator=g)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _peak_mb()
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        _train_step(block, method, x)
-        times.append(time.perf_counter() - start)
-    print(json.dumps({"seconds": min(times), "extra_peak_mb": _peak_mb() - base}))
+    _measure(lambda x: _train_step(block, method, x), length)
 
 
 def knn_cost_study(lengths, n_neighbors, max_matrix_gb, timeout):
@@ -146,16 +162,10 @@ def knn_cost_study(lengths, n_neighbors, max_matrix_gb, timeout):
             if method in dropped:
                 row.update(seconds=None, extra_peak_mb=None, note=dropped[method])
             else:
-                try:
-                    out = subprocess.run([sys.executable, __file__, "--train-child", method,
-                                          str(length), str(n_neighbors)],
-                                         capture_output=True, text=True, timeout=timeout)
-                    note = None if out.returncode == 0 else (
-                        out.stderr.strip().splitlines() or ["killed"])[-1][:80]
-                except subprocess.TimeoutExpired:
-                    note = f"over {timeout} s"
+                measured, note = _in_child(["--train-child", method, length, n_neighbors],
+                                           timeout)
                 if note is None:
-                    row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                    row.update(measured)
                 else:
                     dropped[method] = note
                     row.update(seconds=None, extra_peak_mb=None, note=note)
@@ -185,18 +195,7 @@ def knn_cost_study(lengths, n_neighbors, max_matrix_gb, timeout):
 def child(method, length):
     torch.set_grad_enabled(False)
     block = _block(method)
-    g = torch.Generator().manual_seed(1)
-    _run(block, method, torch.randn(1, 256, 64, generator=g))  # warm-up
-    x = torch.randn(1, length, 64, generator=g)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _peak_mb()
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        _run(block, method, x)
-        times.append(time.perf_counter() - start)
-    print(json.dumps({"seconds": min(times), "extra_peak_mb": _peak_mb() - base}))
+    _measure(lambda x: _run(block, method, x), length)
 
 
 def scale_study(lengths, max_matrix_gb):
@@ -207,13 +206,8 @@ def scale_study(lengths, max_matrix_gb):
             if method == "materialized" and 2 * 4 * length ** 2 / 2 ** 30 > max_matrix_gb:
                 row.update(seconds=None, extra_peak_mb=None, note="L x L over the limit")
             else:
-                out = subprocess.run([sys.executable, __file__, "--child", method,
-                                      str(length)], capture_output=True, text=True)
-                if out.returncode:
-                    row.update(seconds=None, extra_peak_mb=None, note=(
-                        out.stderr.strip().splitlines() or ["killed"])[-1][:80])
-                else:
-                    row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                measured, note = _in_child(["--child", method, length])
+                row.update(measured or dict(seconds=None, extra_peak_mb=None, note=note))
             rows.append(row)
             print(f"L={length:6d} {method:14s} {row['seconds']} s, +{row['extra_peak_mb']} MB "
                   f"{row.get('note', '')}", flush=True)
