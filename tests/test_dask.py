@@ -1,4 +1,5 @@
-"""Scale-out on Dask: a grid search on real worker processes, and streaming with partial_fit.
+"""Scale-out on Dask: full Lloyd on the workers, a grid search on real worker processes, and
+streaming with partial_fit.
 
 The cluster is a dask.distributed LocalCluster of 2 worker processes on the loopback
 interface, started and closed by the module fixture.
@@ -12,7 +13,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sktransformer import TransformerKMeans
+from sktransformer import TransformerKMeans, TrimmedTransformerKMeans
 
 distributed = pytest.importorskip("distributed", reason="dask.distributed is in the test extra")
 da = pytest.importorskip("dask.array", reason="dask is in the test extra")
@@ -65,3 +66,27 @@ def test_incremental_fit_of_a_chunked_array_matches_the_in_memory_fit(client):
     assert model.n_steps_ == 10
     inertia = -model.score(X)
     assert abs(inertia / full.inertia_ - 1) < 0.05
+
+
+@pytest.mark.parametrize("make", [
+    lambda init: TransformerKMeans(8, init=init, device="cpu"),
+    lambda init: TrimmedTransformerKMeans(8, init=init, trim=0.05, device="cpu"),
+], ids=["kmeans", "trimmed"])
+def test_full_lloyd_on_the_workers_equals_the_in_memory_fit(client, make):
+    X, _ = make_blobs(30000, 6, centers=8, cluster_std=2.0, random_state=0)
+    w = np.random.default_rng(0).uniform(0.5, 1.5, len(X))
+    init = X[:8].copy()
+    local = make(init).fit(X, sample_weight=w)
+    dX = da.from_array(X, chunks=(4000, 6)).persist()
+    dw = da.from_array(w, chunks=4000).persist()
+    with distributed.get_task_stream(client) as tasks:
+        remote = make(init).fit(dX, sample_weight=dw)
+    np.testing.assert_allclose(remote.cluster_centers_, local.cluster_centers_, rtol=0,
+                               atol=1e-10)
+    assert remote.n_iter_ == local.n_iter_
+    assert remote.inertia_ == pytest.approx(local.inertia_, rel=1e-12)
+    # labels stay on the workers, a lazy dask array, until asked for
+    assert isinstance(remote.labels_, da.Array)
+    np.testing.assert_array_equal(remote.labels_.compute(), local.labels_)
+    assert len({t["worker"] for t in tasks.data}) == 2
+    np.testing.assert_array_equal(remote.predict(dX).compute(), local.predict(X))

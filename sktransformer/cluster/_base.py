@@ -35,7 +35,7 @@ from ..utils import (
     to_numpy,
     to_tensor,
 )
-from . import _lloyd
+from . import _dask, _lloyd
 from ._init import kmeans_plusplus, random_rows
 
 COMMON_CONSTRAINTS = {
@@ -215,10 +215,12 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
             Training data, dense. float32 stays float32; anything else becomes float64.
+            A dask collection is fitted on its workers, block by block (the variants
+            listed in :ref:`dask`); ``labels_`` is then a lazy dask array.
         y : Ignored
-        sample_weight : array-like of shape (n_samples,), default=None
+        sample_weight : array-like or dask array of shape (n_samples,), default=None
             Weight of each point in the center update and in the inertia.
 
         Returns
@@ -226,6 +228,26 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self : object
             The fitted estimator.
         """
+        if _dask.is_dask(X):
+            n_distinct = _dask.fit(self, X, sample_weight)
+        else:
+            n_distinct = self._fit_in_memory(X, sample_weight)
+        if n_distinct < self.n_clusters:
+            warnings.warn(
+                f"Number of distinct clusters ({n_distinct}) found smaller than "
+                f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
+                ConvergenceWarning, stacklevel=2,
+            )
+        return self
+
+    def _dask_update(self):
+        """What the Dask driver runs (a dict read by ``_dask.fit``); raises where none."""
+        raise ValueError(
+            f"{type(self).__name__} does not fit dask arrays; the variants that do are "
+            f"{_dask.SUPPORTED}. Compute the array first (X.compute()) if it fits in memory.")
+
+    def _fit_in_memory(self, X, sample_weight):
+        """The fit on in-memory X; returns the number of distinct labels."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
                           accept_sparse=False)
         check_squared_scale(X)
@@ -271,14 +293,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._n_features_out = self.n_clusters
-        n_distinct = len(np.unique(self.labels_[self.labels_ >= 0]))
-        if n_distinct < self.n_clusters:
-            warnings.warn(
-                f"Number of distinct clusters ({n_distinct}) found smaller than "
-                f"n_clusters ({self.n_clusters}). Possibly due to duplicate points in X.",
-                ConvergenceWarning, stacklevel=2,
-            )
-        return self
+        return len(np.unique(self.labels_[self.labels_ >= 0]))
 
     # -- using the fitted centers ------------------------------------------------------
 
@@ -309,6 +324,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         with ChunkRunner.for_device(centers.device, points.n, points.rows) as runner:
             return _lloyd.assign(points, centers, runner=runner)
 
+    @_dask.by_blocks(columns=False)
     def predict(self, X):
         """Index of the closest center for each sample (the assignment block).
 
@@ -327,6 +343,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
+    @_dask.by_blocks(columns=True)
     def transform(self, X):
         """Distance of each sample to each center (Euclidean; k-medoids: its metric).
 
@@ -364,6 +381,8 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         -------
         score : float
         """
+        if _dask.is_dask(X):
+            return _dask.score(self, X, sample_weight)
         cost, _ = self._costs(X)
         sample_weight = check_sample_weight(sample_weight, len(cost), np.float64)
         if sample_weight is not None:

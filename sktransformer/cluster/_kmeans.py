@@ -23,7 +23,7 @@ from ..utils import (
     to_numpy,
     to_tensor,
 )
-from . import _lloyd
+from . import _dask, _lloyd
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering, check_sample_weight
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
@@ -178,6 +178,13 @@ default="k-means++"
                 f"n_clusters={self.n_clusters}).fit().layer_ and pass it as weights."
             )
 
+    def _dask_update(self):
+        if self.weights is not None:
+            raise ValueError("Learned weights (weights=...) run in memory only: their "
+                             "points-to-points block needs all points at once. On dask "
+                             "input use weights=None (the exact circuit).")
+        return {"update": "mean", "temperature": self.temperature}
+
     def _run(self, points, sample_weight, centers, update, tol, runner):
         if self.weights is None:
             return super()._run(points, sample_weight, centers, update, tol, runner)
@@ -274,6 +281,7 @@ default="k-means++"
         return self.temperature is not None
 
     @available_if(_is_soft)
+    @_dask.by_blocks(columns=True)
     def predict_proba(self, X):
         """Soft assignments ``softmax(-||x - c||^2 / temperature)`` (soft k-means only).
 

@@ -98,3 +98,6 @@ default="k-means++"
 
     def _make_update(self, indices, generator):
         return Mean(sphere=True)
+
+    def _dask_update(self):
+        return {"update": "mean", "sphere": True}

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..utils import Interval, StrOptions, to_numpy
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ._dask import by_blocks
 from ._init import kmeans_plusplus
 from ._updates import Trim
 
@@ -144,6 +145,11 @@ default="k-means++"
     def _make_update(self, indices, generator):
         return Trim(self.n_clusters, self.trim, self.trimming)
 
+    def _dask_update(self):
+        if self.trimming != "global":
+            super()._dask_update()
+        return {"update": "trim", "trim": self.trim}
+
     def _store(self, update, points):
         self.thresholds_ = to_numpy(update.thresholds).astype(np.float64)
 
@@ -154,6 +160,7 @@ default="k-means++"
         kept = cost <= self.thresholds_[labels] * (1 + slack)
         return np.where(kept, cost, 0.0), np.where(kept, labels, -1)
 
+    @by_blocks(columns=False)
     def predict(self, X):
         """Closest center of each sample, or ``-1`` beyond the cluster's fitted threshold.
 

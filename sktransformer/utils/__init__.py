@@ -5,7 +5,7 @@ from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
-from ._scale import check_squared_scale
+from ._scale import check_squared_scale, squared_scale_error
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "make_generator",
     "progress",
     "resolve_device",
+    "squared_scale_error",
     "to_numpy",
     "to_tensor",
     "verbosity",

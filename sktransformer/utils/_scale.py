@@ -13,12 +13,21 @@ def check_squared_scale(X, *, name="X"):
     """
     if X.size == 0:
         return
-    limit = float(np.finfo(X.dtype).max)
-    largest = float(np.max(np.abs(X)))
-    bound = 4.0 * largest * largest * X.shape[0] * max(1, X.shape[-1])
-    if not bound <= limit:  # also catches inf and nan
-        fix = "pass float64 or rescale X" if X.dtype == np.float32 else "rescale X"
-        raise ValueError(
-            f"{name} has values up to {largest:.3g}: sums of their squared differences "
-            f"overflow {X.dtype} (largest finite {limit:.3g}); {fix}, e.g. with "
+    error = squared_scale_error(float(np.max(np.abs(X))), X.shape[0], X.shape[-1], X.dtype,
+                                name=name)
+    if error:
+        raise ValueError(error)
+
+
+def squared_scale_error(largest, n_samples, n_features, dtype, *, name="X"):
+    """The message of :func:`check_squared_scale` for data of largest magnitude ``largest``,
+    or ``None`` when its squared distances cannot overflow (for data seen by blocks)."""
+    dtype = np.dtype(dtype)
+    limit = float(np.finfo(dtype).max)
+    bound = 4.0 * largest * largest * n_samples * max(1, n_features)
+    if bound <= limit:  # False for inf and nan too
+        return None
+    fix = "pass float64 or rescale X" if dtype == np.float32 else "rescale X"
+    return (f"{name} has values up to {largest:.3g}: sums of their squared differences "
+            f"overflow {dtype} (largest finite {limit:.3g}); {fix}, e.g. with "
             f"sklearn.preprocessing.StandardScaler.")
