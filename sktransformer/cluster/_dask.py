@@ -10,9 +10,10 @@ in-memory one up to the order of floating-point sums.
 
 Initialization is k-means|| (Bahmani et al., 2012), as in dask-ml and Spark: a few passes
 that each draw about ``2 k`` rows in proportion to their squared distance to the rows drawn
-so far, then weighted k-means++ and Lloyd on those candidates in the client (a few thousand
-rows). It needs ``2 * init_rounds + 2`` passes over the data, where greedy k-means++ would
-need ``k``. Trimmed k-means seeds trimmed k-means++ on the candidates.
+so far, then weighted k-means++ and Lloyd on those candidates in the client (about ``10 k``
+rows), the best of five restarts (cheap next to a pass over the data). It needs
+``2 * INIT_ROUNDS + 2`` passes over the data, where greedy k-means++ would need ``k``.
+Trimmed k-means seeds trimmed k-means++ on the candidates.
 """
 
 import functools
@@ -33,6 +34,7 @@ SUPPORTED = ("TransformerKMeans (the exact circuit, hard or soft), SphericalTran
              "and TrimmedTransformerKMeans(trimming='global')")
 INIT_ROUNDS = 5  # k-means|| rounds (Bahmani et al. find 5 with l = 2k enough)
 OVERSAMPLING = 2.0  # l = OVERSAMPLING * n_clusters rows drawn per round, as dask-ml
+CANDIDATE_RESTARTS = 5  # k-means++ and layers on the few candidates: the best of these
 SELECTION_BINS = 256  # histogram bins per round of the trimming threshold's selection
 SELECTION_GATHER = 4096  # distances gathered for the last round of that selection
 
@@ -263,15 +265,14 @@ class _Fitter:
         candidates = [new]
         budget = OVERSAMPLING * self.k
         for _ in range(INIT_ROUNDS):
-            potential = self.data.run(blocks.closest, blocks.add, self.spec, self.shift, new,
-                                      keep=True)["potential"]
+            if len(new):  # the distances to the candidates drawn last
+                potential = self.data.run(blocks.closest, blocks.add, self.spec, self.shift,
+                                          new, keep=True)["potential"]
             if not potential > 0:
                 break
             drawn = self.data.run(blocks.oversample, blocks.concat, self.spec,
                                   self._seeds(generator), budget / potential)["rows"]
             new = (drawn - self.shift).astype(self.dtype)
-            if len(new) == 0:
-                continue
             candidates.append(new)
         candidates = np.concatenate(candidates)
         if len(candidates) < self.k:  # tiny data: top up with random rows
@@ -288,13 +289,17 @@ class _Fitter:
         points = _lloyd.PointTokens(X, rows=chunk_rows(len(X), self.k),
                                     attention=self.spec["attention"])
         trim = self.kind.get("trim", 0.0)
-        centers, _ = kmeans_plusplus(points, self.k, generator=generator, sample_weight=w,
-                                     trim=trim)
-        update = (Trim(self.k, trim, "global") if self.kind["update"] == "trim" else
-                  Mean(sphere=self.kind.get("sphere", False)))
-        centers, _, _, _ = _lloyd.run_layers(points, w, centers, update=update,
-                                             max_iter=self.estimator.max_iter, tol=tol)
-        return centers
+        best = None
+        for _ in range(CANDIDATE_RESTARTS):
+            centers, _ = kmeans_plusplus(points, self.k, generator=generator, sample_weight=w,
+                                         trim=trim)
+            update = (Trim(self.k, trim, "global") if self.kind["update"] == "trim" else
+                      Mean(sphere=self.kind.get("sphere", False)))
+            centers, _, inertia, _ = _lloyd.run_layers(
+                points, w, centers, update=update, max_iter=self.estimator.max_iter, tol=tol)
+            if best is None or inertia < best[1]:
+                best = centers, inertia
+        return best[0]
 
     # -- the layers ------------------------------------------------------------------
 

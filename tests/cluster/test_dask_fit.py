@@ -104,6 +104,14 @@ def test_cluster_initialization_is_as_good_as_in_memory():
     assert np.mean(ratios) < 1.02, ratios
 
 
+def test_a_round_of_k_means_parallel_may_draw_nothing():
+    # l = 2k = 2 expected draws per round: about one round in seven draws no row
+    X = da.from_array(np.random.default_rng(0).normal(size=(60, 2)), chunks=20)
+    for seed in range(20):
+        est = TransformerKMeans(1, random_state=seed, device="cpu").fit(X)
+        np.testing.assert_allclose(est.cluster_centers_[0], X.mean(0).compute(), atol=1e-12)
+
+
 def test_random_rows_are_drawn_in_proportion_to_the_weights():
     from sktransformer.cluster import _dask
 
