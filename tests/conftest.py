@@ -1,3 +1,9 @@
+import os
+
+# scikit-learn's array-API checks (run by parametrize_with_checks for the estimators that
+# declare array_api_support) need scipy's array-API mode, read when scipy is imported
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 import numpy as np
 import pytest
 import torch

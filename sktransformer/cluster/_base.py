@@ -18,19 +18,25 @@ from sklearn.base import (
 )
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..utils import (
+    ArrayAPISupport,
     ChunkRunner,
     Interval,
     StrOptions,
+    as_numpy,
+    check_data,
     check_squared_scale,
     chunk_rows,
     fit_context,
+    follows_input,
     iter_chunks,
     logger,
     logs_verbosely,
     make_generator,
+    numpy_dtype,
+    output_space,
     resolve_device,
     to_numpy,
     to_tensor,
@@ -55,7 +61,7 @@ def check_sample_weight(sample_weight, n_samples, dtype):
     """``None`` or a validated non-negative, finite, not all-zero array of ``dtype``."""
     if sample_weight is None:
         return None
-    sample_weight = np.asarray(sample_weight, dtype=dtype)
+    sample_weight = np.asarray(as_numpy(sample_weight), dtype=dtype)
     if sample_weight.ndim == 0:
         sample_weight = np.full(n_samples, sample_weight, dtype=dtype)
     if sample_weight.shape != (n_samples,):
@@ -83,8 +89,8 @@ def _mean_and_mean_variance(X, rows):
     return mean, float((var / X.shape[0]).mean())
 
 
-class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-                            BaseEstimator):
+class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                            ClusterMixin, BaseEstimator):
     """The clustering circuit behind the scikit-learn API; subclasses pick the update.
 
     What a variant may override (each has a default here but ``_make_update``):
@@ -117,6 +123,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     _attention = "euclidean"
     _center_data = True  # shift the points by their mean (float32 precision)
+    _array_attributes = ("cluster_centers_", "labels_")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -168,7 +175,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             return init
         if callable(init):
             init = init(X, self.n_clusters, random_state=random_state)
-        init = check_array(init, dtype=X.dtype, copy=True, order="C")
+        init = check_array(as_numpy(init), dtype=numpy_dtype(X), copy=True, order="C")
         if init.shape[0] != self.n_clusters:
             raise ValueError(
                 f"The shape of the initial centers {init.shape} does not match the number "
@@ -215,8 +222,10 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         Parameters
         ----------
-        X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
+        X : array-like, tensor, dask array or dask DataFrame of shape (n_samples, n_features)
             Training data, dense. float32 stays float32; anything else becomes float64.
+            A torch tensor (or another array-API array) is used where it lives: with
+            ``device="auto"`` the fit runs on the tensor's device, without a copy.
             A dask collection is fitted on its workers, block by block (the variants
             listed in :ref:`dask`); ``labels_`` is then a lazy dask array.
         y : Ignored
@@ -248,20 +257,20 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def _fit_in_memory(self, X, sample_weight):
         """The fit on in-memory X; returns the number of distinct labels."""
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
-                          accept_sparse=False)
+        space = output_space(X)
+        X = check_data(self, X, reset=True)
         check_squared_scale(X)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
-        sample_weight = check_sample_weight(sample_weight, n_samples, X.dtype)
+        sample_weight = check_sample_weight(sample_weight, n_samples, numpy_dtype(X))
         self._check_fit_params(X, sample_weight)
         n_init = self._n_init()
         random_state = check_random_state(self.random_state)  # for a callable init only
         init = self._check_init(X, random_state)
-        device = resolve_device(self.device)
+        device = resolve_device(self.device, data=X)
         generator = make_generator(self.random_state, device=device)
         X = self._preprocess(X)
 
@@ -293,18 +302,19 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._n_features_out = self.n_clusters
-        return len(np.unique(self.labels_[self.labels_ >= 0]))
+        n_distinct = len(np.unique(self.labels_[self.labels_ >= 0]))
+        self._publish(space)
+        return n_distinct
 
     # -- using the fitted centers ------------------------------------------------------
 
     def _prepare(self, X):
         """Point tokens of the validated X and the centers in their coordinates."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
-                          accept_sparse=False, reset=False)
+        X = check_data(self, X, reset=False)
         check_squared_scale(X)
         X = self._preprocess(X)
-        device = resolve_device(self.device, fallback=True)
+        device = resolve_device(self.device, fallback=True, data=X)
         Xt = to_tensor(X, device)
         centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
         shift = centers.mean(0)
@@ -325,6 +335,7 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             return _lloyd.assign(points, centers, runner=runner)
 
     @_dask.by_blocks(columns=False)
+    @follows_input
     def predict(self, X):
         """Index of the closest center for each sample (the assignment block).
 
@@ -335,15 +346,17 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Returns
         -------
         labels : ndarray of shape (n_samples,)
+            int32; under ``array_api_dispatch``, in X's namespace and on its device.
         """
         with torch.inference_mode():
-            return to_numpy(self._assign(X)[0]).astype(np.int32)
+            return self._assign(X)[0].to(torch.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``."""
         return self.fit(X, sample_weight=sample_weight).labels_
 
     @_dask.by_blocks(columns=True)
+    @follows_input
     def transform(self, X):
         """Distance of each sample to each center (Euclidean; k-medoids: its metric).
 
@@ -354,9 +367,10 @@ class BaseCircuitClustering(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Returns
         -------
         distances : ndarray of shape (n_samples, n_clusters)
+            In X's dtype; under ``array_api_dispatch``, in X's namespace and on its device.
         """
         with torch.inference_mode():
-            return to_numpy(self._distance(self._sq_distances(X)))
+            return self._distance(self._sq_distances(X))
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit and return the distances of X to the centers."""

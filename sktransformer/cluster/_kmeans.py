@@ -7,18 +7,23 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..attention import SCORES
 from ..utils import (
     Interval,
     StrOptions,
+    as_numpy,
+    check_data,
     check_squared_scale,
     chunk_rows,
     fit_context,
+    follows_input,
     logger,
     logs_verbosely,
     make_generator,
+    numpy_dtype,
+    output_space,
     resolve_device,
     to_numpy,
     to_tensor,
@@ -178,6 +183,8 @@ default="k-means++"
                 f"n_clusters={self.n_clusters}).fit().layer_ and pass it as weights."
             )
 
+    _array_attributes = ("cluster_centers_", "labels_", "counts_")
+
     def _dask_update(self):
         if self.weights is not None:
             raise ValueError("Learned weights (weights=...) run in memory only: their "
@@ -226,35 +233,36 @@ default="k-means++"
         self : object
         """
         first = not hasattr(self, "cluster_centers_")
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C",
-                          accept_sparse=False, reset=first)
+        space = output_space(X)
+        X = check_data(self, X, reset=first)
         check_squared_scale(X)
         if self.weights is not None:
             raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
                              f"{self.weights!r}) are applied by fit only.")
-        sample_weight = check_sample_weight(sample_weight, X.shape[0], X.dtype)
-        device = resolve_device(self.device)
+        dtype = numpy_dtype(X)
+        sample_weight = check_sample_weight(sample_weight, X.shape[0], dtype)
+        device = resolve_device(self.device, data=X)
         with torch.inference_mode():
+            Xt = to_tensor(X, device)
+            wt = None if sample_weight is None else to_tensor(sample_weight, device)
             if first:
                 if X.shape[0] < self.n_clusters:
                     raise ValueError(f"The first batch has n_samples={X.shape[0]}; it should "
                                      f"be >= n_clusters={self.n_clusters}.")
                 init = self._check_init(X, check_random_state(self.random_state))
                 generator = make_generator(self.random_state, device=device)
-                points = self._tokens(X, device, X.mean(0, dtype=X.dtype))
-                wt = None if sample_weight is None else to_tensor(sample_weight, device)
+                points = self._tokens(Xt, Xt.mean(0))
                 centers, _ = self._initialize(points, init, generator, wt)
                 self.cluster_centers_ = to_numpy(centers + points.shift)
+            centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
             if not hasattr(self, "counts_"):  # a first batch, or after fit: its cluster sizes
-                self.counts_ = (np.zeros(self.n_clusters, dtype=X.dtype) if first else
-                                np.bincount(self.labels_[self.labels_ >= 0],
-                                            minlength=self.n_clusters).astype(X.dtype))
+                labels = np.empty(0, np.int32) if first else as_numpy(self.labels_)
+                self.counts_ = np.bincount(labels[labels >= 0],
+                                           minlength=self.n_clusters).astype(dtype)
                 self.n_steps_ = 0
-            centers = to_tensor(self.cluster_centers_.astype(X.dtype), device)
-            points = self._tokens(X, device, self.cluster_centers_.mean(0).astype(X.dtype))
-            wt = None if sample_weight is None else to_tensor(sample_weight, device)
+            points = self._tokens(Xt, centers.mean(0))
             centers = centers - points.shift
-            counts = to_tensor(self.counts_.astype(X.dtype), device)
+            counts = to_tensor(self.counts_, device, dtype=Xt.dtype)
             centers, total = _lloyd.online_step(points, wt, centers, counts,
                                                 temperature=self.temperature)
             self.cluster_centers_ = to_numpy(centers + points.shift)
@@ -269,19 +277,19 @@ default="k-means++"
                         f"{self.inertia_}.")
         self.n_iter_ = self.n_steps_
         self._n_features_out = self.n_clusters
+        self._publish(space)
         return self
 
-    def _tokens(self, X, device, shift):
-        Xt = to_tensor(X, device)
-        rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
-        return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
-                                  shift=to_tensor(shift, device))
+    def _tokens(self, Xt, shift):
+        rows = chunk_rows(Xt.shape[0], self.n_clusters, self.batch_size)
+        return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
 
     def _is_soft(self):
         return self.temperature is not None
 
     @available_if(_is_soft)
     @_dask.by_blocks(columns=True)
+    @follows_input
     def predict_proba(self, X):
         """Soft assignments ``softmax(-||x - c||^2 / temperature)`` (soft k-means only).
 
@@ -296,7 +304,7 @@ default="k-means++"
         """
         with torch.inference_mode():
             d2 = self._sq_distances(X)
-            return to_numpy(torch.softmax(d2.mul_(-1.0 / self.temperature), dim=1))
+            return torch.softmax(d2.mul_(-1.0 / self.temperature), dim=1)
 
     def get_circuit(self):
         """The token-level :class:`KMeansCircuit` with this estimator's settings.

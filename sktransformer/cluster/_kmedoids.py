@@ -108,6 +108,8 @@ class TransformerKMedoids(BaseCircuitClustering):
         self.verbose = verbose
         self.batch_size = batch_size
 
+    _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_")
+
     def _tol(self, mean_variance):
         return 0.0  # stop when no medoid moves
 

@@ -1,5 +1,6 @@
 """Spherical k-means: the circuit on unit-normalized tokens (cosine similarity)."""
 
+import torch
 from sklearn.preprocessing import normalize
 
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
@@ -91,6 +92,8 @@ default="k-means++"
         self.batch_size = batch_size
 
     def _preprocess(self, X):
+        if isinstance(X, torch.Tensor):
+            return normalize_rows(X)
         return normalize(X, copy=True)
 
     def _preprocess_centers(self, centers, points):

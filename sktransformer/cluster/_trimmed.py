@@ -5,7 +5,7 @@ from numbers import Real
 
 import numpy as np
 
-from ..utils import Interval, StrOptions, to_numpy
+from ..utils import Interval, StrOptions, as_numpy, follows_input, to_numpy
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
 from ._dask import by_blocks
 from ._init import kmeans_plusplus
@@ -145,6 +145,8 @@ default="k-means++"
     def _make_update(self, indices, generator):
         return Trim(self.n_clusters, self.trim, self.trimming)
 
+    _array_attributes = ("cluster_centers_", "labels_", "thresholds_")
+
     def _dask_update(self):
         if self.trimming != "global":
             super()._dask_update()
@@ -156,11 +158,12 @@ default="k-means++"
     def _costs(self, X):
         """Per-sample trimmed cost (0 for an outlier) and label (-1 for an outlier)."""
         cost, labels = super()._costs(X)
-        slack = np.sqrt(np.finfo(self.cluster_centers_.dtype).eps)
-        kept = cost <= self.thresholds_[labels] * (1 + slack)
+        slack = np.sqrt(np.finfo(as_numpy(self.cluster_centers_).dtype).eps)
+        kept = cost <= as_numpy(self.thresholds_)[labels] * (1 + slack)
         return np.where(kept, cost, 0.0), np.where(kept, labels, -1)
 
     @by_blocks(columns=False)
+    @follows_input
     def predict(self, X):
         """Closest center of each sample, or ``-1`` beyond the cluster's fitted threshold.
 

@@ -1,5 +1,15 @@
 """Helpers shared by every estimator: devices, tensors, random state, chunking, threads."""
 
+from ._arrays import (
+    ArrayAPISupport,
+    as_numpy,
+    check_data,
+    follows_input,
+    is_tensor,
+    numpy_dtype,
+    output_space,
+    to_output,
+)
 from ._chunks import chunk_rows, iter_chunks
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
@@ -9,22 +19,30 @@ from ._scale import check_squared_scale, squared_scale_error
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 
 __all__ = [
+    "ArrayAPISupport",
     "ChunkRunner",
     "HasMethods",
     "Interval",
     "StrOptions",
     "DeviceWarning",
+    "as_numpy",
+    "check_data",
     "check_squared_scale",
     "chunk_rows",
     "fit_context",
+    "follows_input",
+    "is_tensor",
     "iter_chunks",
     "logger",
     "logs_verbosely",
     "make_generator",
+    "numpy_dtype",
+    "output_space",
     "progress",
     "resolve_device",
     "squared_scale_error",
     "to_numpy",
+    "to_output",
     "to_tensor",
     "verbosity",
 ]

@@ -10,13 +10,17 @@ class DeviceWarning(UserWarning):
     """A requested device is not available and the CPU is used instead."""
 
 
-def resolve_device(device, *, fallback=False):
+def resolve_device(device, *, fallback=False, data=None):
     """Turn the ``device`` parameter into a :class:`torch.device`.
 
     Parameters
     ----------
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device
-        ``"auto"`` picks CUDA when it is available and the CPU otherwise.
+        ``"auto"`` follows ``data`` when it is a tensor (computing where the data already
+        are, without a copy), and otherwise picks CUDA when it is available and the CPU
+        otherwise.
+    data : ndarray, tensor or None, default=None
+        The validated input, for ``"auto"``.
     fallback : bool, default=False
         When CUDA is requested but absent: False raises, True warns (:class:`DeviceWarning`)
         and returns the CPU. Fitting raises; using a fitted model (say one fitted on a GPU
@@ -32,6 +36,8 @@ def resolve_device(device, *, fallback=False):
         If the string is not a device, or CUDA is asked for on a machine without it.
     """
     if isinstance(device, str) and device == "auto":
+        if isinstance(data, torch.Tensor) and data.device.type in ("cpu", "cuda"):
+            return data.device
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         resolved = torch.device(device)
@@ -65,6 +71,8 @@ def to_tensor(array, device, dtype=None):
     """
     if isinstance(array, torch.Tensor):
         return array.to(device=device, dtype=dtype)
+    if not isinstance(array, np.ndarray) and hasattr(array, "__dlpack__"):  # array API
+        return torch.from_dlpack(array).to(device=device, dtype=dtype)
     array = np.ascontiguousarray(array)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -73,5 +81,7 @@ def to_tensor(array, device, dtype=None):
 
 
 def to_numpy(tensor):
-    """A numpy copy of ``tensor`` on the CPU (fitted state is always numpy)."""
+    """A numpy copy of ``tensor`` on the CPU (a numpy array is returned as is)."""
+    if isinstance(tensor, np.ndarray):
+        return tensor
     return tensor.detach().cpu().numpy()

@@ -1,20 +1,29 @@
 """Values whose squared distances would overflow: a clear error instead of a silent NaN."""
 
 import numpy as np
+import scipy.sparse as sp
+import torch
 
 
 def check_squared_scale(X, *, name="X"):
     """Raise ``ValueError`` when sums of squared differences of X's rows may overflow.
 
+    X may be a numpy array, a scipy sparse matrix or a tensor (checked where it lives).
     The circuits sum ``n_samples * n_features`` squared differences of values at most
     ``2 max|X|`` apart (inertia, distances, attention scores) in X's dtype. Where that bound
     passes the dtype's largest finite number the result would be ``inf`` or ``NaN``: the
     error names the scale and the fix. X is validated (finite, float).
     """
-    if X.size == 0:
-        return
-    error = squared_scale_error(float(np.max(np.abs(X))), X.shape[0], X.shape[-1], X.dtype,
-                                name=name)
+    if isinstance(X, torch.Tensor):
+        if X.numel() == 0:
+            return
+        largest, dtype = float(X.abs().max()), str(X.dtype).removeprefix("torch.")
+    else:
+        values = X.data if sp.issparse(X) else X
+        if values.size == 0:
+            return
+        largest, dtype = float(np.max(np.abs(values))), X.dtype
+    error = squared_scale_error(largest, X.shape[0], X.shape[-1], dtype, name=name)
     if error:
         raise ValueError(error)
 

@@ -1,0 +1,172 @@
+"""The array boundary: what an estimator takes in and hands back.
+
+In: numpy arrays and what scikit-learn's ``validate_data`` accepts (lists, DataFrames,
+scipy sparse where an estimator allows it), and *tensors*: torch tensors on any device and
+other array-API arrays (array-api-strict, CuPy: through DLPack), validated where they
+live, never copied to the host. float32 stays float32; other numbers become float64.
+
+Out: numpy, as scikit-learn returns, unless scikit-learn's ``array_api_dispatch`` is on and
+X was not numpy: then outputs and fitted arrays follow X's namespace and device (a torch
+tensor on X's GPU for a CUDA tensor). A model whose fitted arrays are CUDA tensors pickles
+with them moved to the CPU (:class:`ArrayAPISupport`), so it loads anywhere.
+"""
+
+import functools
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn import get_config
+from sklearn.utils.validation import validate_data
+
+FLOAT_DTYPES = [np.float64, np.float32]
+
+
+def is_tensor(X):
+    """A torch tensor, or another array-API array that is not numpy (DLPack)."""
+    if isinstance(X, torch.Tensor):
+        return True
+    return (not isinstance(X, np.ndarray) and not sp.issparse(X) and hasattr(X, "__dlpack__")
+            and hasattr(X, "shape") and hasattr(X, "dtype"))
+
+
+def as_tensor(X):
+    """A torch tensor sharing memory (and device) with the array-API array X."""
+    return X if isinstance(X, torch.Tensor) else torch.from_dlpack(X)
+
+
+def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
+    """Validate X: a float numpy array (or CSR matrix), or a float tensor where X lives.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        Gets (``reset``) or checks ``n_features_in_`` and ``feature_names_in_``.
+    X : array-like, sparse matrix, torch tensor or array-API array
+    reset : bool
+    accept_sparse : bool, default=False
+        Whether a scipy sparse matrix is allowed (it is then returned as CSR).
+
+    Returns
+    -------
+    X : ndarray, csr_matrix or torch.Tensor
+        2-D, finite, float32 or float64.
+    """
+    if not is_tensor(X):
+        return validate_data(estimator, X, dtype=FLOAT_DTYPES, order="C",
+                             accept_sparse="csr" if accept_sparse else False, reset=reset)
+    t = as_tensor(X).detach()
+    if t.layout != torch.strided:
+        raise TypeError(f"A sparse torch tensor ({t.layout}) is not supported; pass a "
+                        "scipy.sparse CSR matrix" + (" instead." if accept_sparse else
+                                                     " to an estimator that takes one."))
+    if t.is_complex():
+        raise ValueError("Complex data not supported.")
+    if t.dim() != 2:
+        raise ValueError(f"Expected a 2D array, got a {t.dim()}D tensor of shape "
+                         f"{tuple(t.shape)} instead. Reshape your data, e.g. with "
+                         "X.reshape(-1, 1) for a single feature.")
+    if t.shape[0] < 1 or t.shape[1] < 1:
+        raise ValueError(f"Found array with shape {tuple(t.shape)}: at least one sample "
+                         "and one feature are required.")
+    if t.dtype not in (torch.float32, torch.float64):
+        t = t.to(torch.float64)
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"Input {name} contains NaN or infinity.")
+    validate_data(estimator, t, skip_check_array=True, reset=reset)
+    return t.contiguous()
+
+
+def numpy_dtype(X):
+    """X's float dtype as a numpy dtype (X: numpy, sparse or tensor)."""
+    if isinstance(X, torch.Tensor):
+        return np.dtype(str(X.dtype).removeprefix("torch."))
+    return np.dtype(X.dtype)
+
+
+def output_space(X):
+    """Where outputs for X go: ``None`` (numpy), or ``(namespace, device)`` of X when
+    scikit-learn's ``array_api_dispatch`` is on and X is not numpy."""
+    if not get_config().get("array_api_dispatch", False) or not is_tensor(X):
+        return None
+    import array_api_compat
+
+    return array_api_compat.array_namespace(X), array_api_compat.device(X)
+
+
+def as_numpy(value):
+    """A numpy view or copy of a numpy array, tensor or array-API array (host memory)."""
+    if isinstance(value, np.ndarray) or value is None or np.isscalar(value):
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if is_tensor(value):
+        return as_tensor(value).cpu().numpy()
+    return np.asarray(value)
+
+
+def to_output(value, space):
+    """``value`` (a tensor or numpy array) as numpy, or in ``space``'s namespace/device."""
+    if space is None:
+        return as_numpy(value)
+    xp, device = space
+    import array_api_compat
+
+    if array_api_compat.is_torch_namespace(xp):
+        t = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
+        return t.detach().to(device)
+    return xp.asarray(as_numpy(value), device=device)
+
+
+def _space_of(value):
+    """(namespace name, device) of an array; numpy for anything that is not a tensor."""
+    if not is_tensor(value):
+        return "numpy", "cpu"
+    import array_api_compat
+
+    return array_api_compat.array_namespace(value).__name__, str(array_api_compat.device(value))
+
+
+def follows_input(method):
+    """Decorate ``predict``-like methods: under ``array_api_dispatch`` X must be in the
+    namespace and on the device of the fitted arrays (scikit-learn's rule), and the result
+    (a tensor or numpy array) is returned as :func:`to_output` puts it for X."""
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        space = output_space(X)
+        if get_config().get("array_api_dispatch", False) and self._array_attributes:
+            fitted = _space_of(getattr(self, self._array_attributes[0]))
+            if _space_of(X) != fitted:
+                raise ValueError(
+                    f"Inputs passed to {type(self).__name__}.{method.__name__}() must use the "
+                    "same namespace and the same device as those passed to fit(): fit saw "
+                    f"{fitted[0]} on {fitted[1]}, {method.__name__} got {_space_of(X)[0]} on "
+                    f"{_space_of(X)[1]}. Refit, or convert X.")
+        return to_output(method(self, X, *args, **kwargs), space)
+    return wrapper
+
+
+class ArrayAPISupport:
+    """Mixin: the ``array_api_support`` tag, fitted arrays that follow X's namespace under
+    ``array_api_dispatch``, and pickles that load on a CPU-only machine.
+
+    An estimator lists its fitted array attributes in ``_array_attributes``; ``fit`` calls
+    :meth:`_publish` with :func:`output_space` of X at its end.
+    """
+
+    _array_attributes = ()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = True
+        return tags
+
+    def _publish(self, space):
+        for name in self._array_attributes:
+            if name in self.__dict__:
+                self.__dict__[name] = to_output(self.__dict__[name], space)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        return {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
+                for key, value in state.items()}
