@@ -38,8 +38,13 @@ class Score:
         raise NotImplementedError
 
     def prepare(self, x):
-        """Per-point quantity :meth:`slots` and :meth:`sq_dist` need: ``||x||^2``, (...,)."""
-        return x.square().sum(-1)
+        """Per-point quantity :meth:`slots` and :meth:`sq_dist` need, (...,)."""
+        return self.from_sq_norms(x.square().sum(-1))
+
+    def from_sq_norms(self, sq):
+        """:meth:`prepare` from the squared norms ``||x||^2`` (for sparse points):
+        ``||x||^2`` itself unless a score says otherwise."""
+        return sq
 
     def slots(self, prepared, out):
         """Write the extra columns of the point tokens into ``out`` (..., n_slots)."""
@@ -143,8 +148,8 @@ class Cosine(Score):
         k = keys / keys.norm(dim=-1, keepdim=True).clamp(min=_TINY)
         return q @ k.transpose(-1, -2)
 
-    def prepare(self, x):
-        return x.norm(dim=-1)
+    def from_sq_norms(self, sq):
+        return sq.sqrt()
 
     def slots(self, prepared, out):
         out[..., 0] = 1.0

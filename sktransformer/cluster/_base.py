@@ -9,6 +9,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.base import (
     BaseEstimator,
@@ -43,6 +44,7 @@ from ..utils import (
 )
 from . import _dask, _lloyd
 from ._init import kmeans_plusplus, random_rows
+from ._sparse import mean_and_mean_variance, point_tokens
 
 COMMON_CONSTRAINTS = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -124,10 +126,12 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     _attention = "euclidean"
     _center_data = True  # shift the points by their mean (float32 precision)
     _array_attributes = ("cluster_centers_", "labels_")
+    _accepts_sparse = False  # scipy sparse X (CSR), for the variants that take it
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.input_tags.sparse = self._accepts_sparse
         return tags
 
     # -- hooks -------------------------------------------------------------------------
@@ -204,7 +208,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _initialize(self, points, init, generator, sample_weight):
         """Initial centers (shifted coordinates) and, when they are rows, their indices."""
         if isinstance(init, np.ndarray):
-            return self._preprocess_centers(to_tensor(init, points.X.device) - points.shift,
+            return self._preprocess_centers(to_tensor(init, points.device) - points.shift,
                                             points), None
         if init == "random":
             return random_rows(points, self.n_clusters, generator=generator,
@@ -258,7 +262,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _fit_in_memory(self, X, sample_weight):
         """The fit on in-memory X; returns the number of distinct labels."""
         space = output_space(X)
-        X = check_data(self, X, reset=True)
+        X = check_data(self, X, reset=True, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
@@ -275,13 +279,18 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._preprocess(X)
 
         with torch.inference_mode():
-            Xt = to_tensor(X, device)
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
-            shift, mean_var = _mean_and_mean_variance(Xt, rows)
-            if not self._center_data:
-                shift = torch.zeros_like(shift)
-            points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+            if sp.issparse(X):
+                _, mean_var = mean_and_mean_variance(X)
+                points = point_tokens(X, device, rows=rows, attention=self._attention)
+            else:
+                Xt = to_tensor(X, device)
+                shift, mean_var = _mean_and_mean_variance(Xt, rows)
+                if not self._center_data:
+                    shift = torch.zeros_like(shift)
+                points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
+                                            shift=shift)
             best = None
             for run in range(n_init):
                 if run > 0 and callable(self.init):
@@ -311,15 +320,15 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _prepare(self, X):
         """Point tokens of the validated X and the centers in their coordinates."""
         check_is_fitted(self)
-        X = check_data(self, X, reset=False)
+        X = check_data(self, X, reset=False, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True, data=X)
-        Xt = to_tensor(X, device)
-        centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
-        shift = centers.mean(0)
+        centers = to_tensor(self.cluster_centers_, device,
+                            dtype=getattr(torch, numpy_dtype(X).name))
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
-        points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+        points = point_tokens(X, device, rows=rows, attention=self._attention,
+                              shift=centers.mean(0))
         return points, centers - points.shift
 
     def _sq_distances(self, X):

@@ -36,24 +36,24 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
         In the shifted coordinates of ``points``.
     indices : Tensor of shape (n_clusters,)
     """
-    X, n, d = points.X, points.n, points.d
+    n, d = points.n, points.d
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
-    w = torch.ones(n, dtype=torch.float64, device=X.device) if sample_weight is None \
+    w = torch.ones(n, dtype=torch.float64, device=points.device) if sample_weight is None \
         else sample_weight.to(torch.float64)
     gen_device = generator.device
-    indices = torch.empty(n_clusters, dtype=torch.long, device=X.device)
+    indices = torch.empty(n_clusters, dtype=torch.long, device=points.device)
     # one uniform draw against the cumulative weights, as numpy's choice(p=w / w.sum())
-    u = torch.rand(1, dtype=torch.float64, generator=generator, device=gen_device).to(X.device)
+    u = torch.rand(1, dtype=torch.float64, generator=generator, device=gen_device).to(points.device)
     first = torch.searchsorted(torch.cumsum(w, 0), u * w.sum()).clamp_(max=n - 1)
     indices[0] = first[0]
-    centers = torch.empty(n_clusters, d, dtype=X.dtype, device=X.device)
+    centers = torch.empty(n_clusters, d, dtype=points.dtype, device=points.device)
     centers[0] = points.rows_of(first[0])
     closest = sq_distances(points, centers[:1])[:, 0].to(torch.float64)
     potential, kept = _potential(closest, w, trim, sample_weight is not None)
     for c in range(1, n_clusters):
         draws = torch.rand(n_local_trials, dtype=torch.float64, generator=generator,
-                           device=gen_device).to(X.device) * potential
+                           device=gen_device).to(points.device) * potential
         mass = w * closest if kept is None else w * closest * kept
         cumulative = torch.cumsum(mass, 0)
         candidates = torch.searchsorted(cumulative, draws).clamp_(max=n - 1)
@@ -73,7 +73,7 @@ def random_rows(points, n_clusters, *, generator, sample_weight=None):
     ``sample_weight`` (without replacement), as scikit-learn's ``init="random"``."""
     if sample_weight is None:
         perm = torch.randperm(points.n, generator=generator, device=generator.device)
-        indices = perm[:n_clusters].to(points.X.device)
+        indices = perm[:n_clusters].to(points.device)
     else:
         w = sample_weight.to(torch.float64).to(generator.device)
         if int((w > 0).sum()) < n_clusters:
@@ -81,5 +81,5 @@ def random_rows(points, n_clusters, *, generator, sample_weight=None):
                              f"in proportion to sample_weight, but only "
                              f"{int((w > 0).sum())} rows have a positive weight.")
         indices = torch.multinomial(w, n_clusters, replacement=False,
-                                    generator=generator).to(points.X.device)
+                                    generator=generator).to(points.device)
     return points.rows_of(indices), indices

@@ -4,6 +4,7 @@ import os
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
@@ -164,9 +165,14 @@ default="k-means++"
     def _assignment_temperature(self):
         return self.temperature
 
+    _accepts_sparse = True
+
     def _check_fit_params(self, X, sample_weight):
         if self.weights is None:
             return
+        if sp.issparse(X):
+            raise TypeError("Learned weights (weights=...) take dense X; sparse X is "
+                            "clustered by the exact circuit (weights=None).")
         if self.temperature is not None:
             raise ValueError("temperature applies to the exact circuit; with learned weights "
                              "leave it None (the layer's attention is learned).")

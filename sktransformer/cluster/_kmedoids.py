@@ -115,7 +115,7 @@ class TransformerKMedoids(BaseCircuitClustering):
 
     def _initialize(self, points, init, generator, sample_weight):
         if isinstance(init, np.ndarray):
-            centers = torch.as_tensor(init, device=points.X.device) - points.shift
+            centers = torch.as_tensor(init, device=points.device) - points.shift
             indices = _lloyd.nearest_rows(points, centers)
         elif init == "random":
             return random_rows(points, self.n_clusters, generator=generator,
@@ -124,11 +124,11 @@ class TransformerKMedoids(BaseCircuitClustering):
             return kmeans_plusplus(points, self.n_clusters, generator=generator,
                                    sample_weight=sample_weight)
         else:  # "heuristic": the points of least total cost to all the points
-            everyone = torch.zeros(points.n, dtype=torch.long, device=points.X.device)
+            everyone = torch.zeros(points.n, dtype=torch.long, device=points.device)
             if self.metric == "euclidean":
                 cost = _lloyd.distance_sums(points, everyone, 1, sample_weight)
             else:
-                w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+                w = points.new_ones(points.n) if sample_weight is None else sample_weight
                 mean = _lloyd.weighted_sums(points, everyone, w, 1) / w.sum()  # chunked
                 cost = _lloyd.sq_dist_to_own(points, mean, everyone)
             indices = torch.argsort(cost, stable=True)[:self.n_clusters]

@@ -56,6 +56,23 @@ class PointTokens:
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
 
+    @property
+    def device(self):
+        return self.x_sq.device
+
+    @property
+    def dtype(self):
+        return self.x_sq.dtype
+
+    def new_empty(self, *shape):
+        return self.x_sq.new_empty(*shape)
+
+    def new_zeros(self, *shape):
+        return self.x_sq.new_zeros(*shape)
+
+    def new_ones(self, *shape):
+        return self.x_sq.new_ones(*shape)
+
     def _build(self, sl, out):
         tokens = out[:sl.stop - sl.start]
         torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
@@ -80,6 +97,17 @@ class PointTokens:
             tokens = self._build(sl, buffer)
             out = tile if m == rows else tile[:, :m].contiguous()
             yield sl, tokens, torch.mm(keys, tokens.T, out=out)
+
+    def add_members(self, acc, sl, tokens, assignment, sample_weight=None):
+        """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
+        of the labels ``assignment (m,)`` (hard) or the soft weights ``assignment (k, m)``,
+        each point weighted by ``sample_weight``; the last column sums the weights."""
+        if sample_weight is not None:
+            tokens = tokens * sample_weight[sl].unsqueeze(1)
+        if assignment.dim() == 1:
+            acc.index_add_(0, assignment, tokens)
+        else:
+            acc.addmm_(assignment, tokens)
 
     def sq_dist(self, sl, best):
         """Squared distance to the center of score ``best`` (broadcasts over centers)."""
@@ -113,8 +141,8 @@ _SERIAL = ChunkRunner(1)
 
 def assign(points, centers, *, runner=_SERIAL):
     """The assignment block alone: labels and squared distances to the closest center."""
-    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
-    min_dist = points.X.new_empty(points.n)
+    labels = torch.empty(points.n, dtype=torch.long, device=points.device)
+    min_dist = points.new_empty(points.n)
     keys = points.keys(centers)
 
     def span(start, stop):
@@ -128,7 +156,7 @@ def assign(points, centers, *, runner=_SERIAL):
 
 def sq_distances(points, centers, *, runner=_SERIAL):
     """Squared distances to every center, shape (n_samples, n_clusters)."""
-    out = points.X.new_empty(points.n, centers.shape[0])
+    out = points.new_empty(points.n, centers.shape[0])
     keys = points.keys(centers)
 
     def span(start, stop):
@@ -169,20 +197,16 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
     keys = points.keys(centers)
 
     def span(start, stop):
-        acc = points.X.new_zeros(centers.shape[0], points.width)  # [sums, ..., weight]
+        acc = points.new_zeros(centers.shape[0], points.width)  # [sums, ..., weight]
         for sl, values, scores in points.chunks(keys, start, stop):
             lab, best = hard_assign(scores)
             labels[sl] = lab
             min_dist[sl] = points.sq_dist(sl, best)
             if not accumulate:
                 continue
-            if sample_weight is not None:
-                values = values * sample_weight[sl].unsqueeze(1)
-            if temperature is None:
-                acc.index_add_(0, lab, values)
-            else:
-                acc.addmm_(torch.softmax(points.logits(sl, scores, temperature), dim=0),
-                           values)
+            assignment = lab if temperature is None else torch.softmax(
+                points.logits(sl, scores, temperature), dim=0)
+            points.add_members(acc, sl, values, assignment, sample_weight)
         return acc
 
     acc = sum(runner.map(span, points.n))
@@ -208,8 +232,8 @@ def online_step(points, sample_weight, centers, counts, *, temperature=None,
     counts : Tensor of shape (n_clusters,)
         The weight each center has averaged, this batch included.
     """
-    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
-    min_dist = points.X.new_empty(points.n)
+    labels = torch.empty(points.n, dtype=torch.long, device=points.device)
+    min_dist = points.new_empty(points.n)
     sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
                          temperature=temperature, runner=runner)
     total = counts + weight
@@ -260,9 +284,9 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     Points with a negative label (trimmed) are skipped.
     """
     def span(start, stop):
-        acc = points.X.new_zeros(n_clusters, points.d)
+        acc = points.new_zeros(n_clusters, points.d)
         for sl in iter_chunks(stop, points.rows, start):
-            lab, w = labels[sl], weights[sl].to(points.X.dtype)
+            lab, w = labels[sl], weights[sl].to(points.dtype)
             keep = lab >= 0
             values = (points.X[sl] - points.shift) * w.unsqueeze(1)
             acc.index_add_(0, lab.clamp(min=0), values * keep.unsqueeze(1))
@@ -273,7 +297,7 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
 
 def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     """``||x_i - shift - vectors[labels_i]||^2`` for every point, shape (n_samples,)."""
-    out = points.X.new_empty(points.n)
+    out = points.new_empty(points.n)
 
     def span(start, stop):
         for sl in iter_chunks(stop, points.rows, start):
@@ -293,8 +317,8 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
     ``d(a, b) == d(b, a)`` exactly: the two members of a pair cost the same, and the tie
     goes to the incumbent medoid whatever the row order.
     """
-    out = points.X.new_zeros(points.n)
-    w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+    out = points.new_zeros(points.n)
+    w = points.new_ones(points.n) if sample_weight is None else sample_weight
     for j in range(n_groups):
         members = torch.nonzero(labels == j).flatten()
         m = members.numel()
@@ -316,9 +340,9 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
 def nearest_rows(points, centers):
     """For each center, the index of the closest point (ties: the lowest index)."""
     keys = points.keys(centers)
-    best_dist = torch.full((centers.shape[0],), torch.inf, dtype=points.X.dtype,
-                           device=points.X.device)
-    best_index = torch.zeros(centers.shape[0], dtype=torch.long, device=points.X.device)
+    best_dist = torch.full((centers.shape[0],), torch.inf, dtype=points.dtype,
+                           device=points.device)
+    best_index = torch.zeros(centers.shape[0], dtype=torch.long, device=points.device)
     for sl, _, scores in points.chunks(keys, 0, points.n):
         dist = points.sq_dist(sl, scores)  # (k, m)
         value, index = dist.min(1)
@@ -343,9 +367,9 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     -------
     centers, labels, inertia (float), n_iter (int)
     """
-    labels = torch.empty(points.n, dtype=torch.long, device=points.X.device)
+    labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     labels_old = torch.full_like(labels, -2)
-    min_dist = points.X.new_empty(points.n)
+    min_dist = points.new_empty(points.n)
     strict = False
     bar = progress(max_iter, verbose, "layers")
     for i in range(max_iter):

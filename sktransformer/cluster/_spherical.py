@@ -77,6 +77,7 @@ default="k-means++"
     """
 
     _parameter_constraints = dict(COMMON_CONSTRAINTS)
+    _accepts_sparse = True
     _center_data = False  # unit vectors need no shift, and the sphere is not shift-invariant
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,

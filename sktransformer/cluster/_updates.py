@@ -198,7 +198,7 @@ class Medoid:
         if self.metric == "sqeuclidean":
             means = _lloyd.average(sums, weight, sums)
             return _lloyd.sq_dist_to_own(points, means, labels, runner=runner)
-        w = points.X.new_ones(points.n) if sample_weight is None else sample_weight
+        w = points.new_ones(points.n) if sample_weight is None else sample_weight
         total = w.new_zeros(self.n_clusters).index_add_(0, labels, w)
         dist_sums = _lloyd.distance_sums(points, labels, self.n_clusters, sample_weight,
                                          runner=runner)

@@ -1,0 +1,118 @@
+"""Point tokens of a sparse matrix: the circuit on CSR data, never densified.
+
+The score of a chunk is a sparse x dense matmul, ``X_chunk @ C^T`` (plus the score's slots,
+a ``(k, n_slots)`` product), on the device; the center update adds each stored value to its
+center's column by ``index_put`` (hard) or ``index_add`` of the soft weights (soft), so
+time and memory follow the non-zeros. Centers are dense. The points are not shifted by
+their mean (that would fill X in), so the float32 precision of the dense path's centering
+is not available: pass float64 for data far from the origin.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..attention import get_score
+from ..utils import iter_chunks, to_tensor
+from ._lloyd import PointTokens
+
+
+class _Chunk:
+    """Rows ``sl`` of the CSR data: the torch CSR tensor and its coordinates."""
+
+    def __init__(self, crow, cols, values, shape):
+        self.crow, self.cols, self.values, self.shape = crow, cols, values, shape
+        with warnings.catch_warnings():  # torch calls its CSR support "beta"
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+            self.csr = torch.sparse_csr_tensor(crow, cols, values, shape,
+                                               check_invariants=False)
+        counts = crow[1:] - crow[:-1]
+        self.rows = torch.repeat_interleave(torch.arange(shape[0], device=crow.device), counts)
+
+
+class SparsePointTokens(PointTokens):
+    """:class:`PointTokens` of a scipy CSR matrix, held on ``device`` in CSR form."""
+
+    def __init__(self, X, device, *, rows, attention="euclidean"):
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+        self.indptr = X.indptr.astype(np.int64)  # on the host: chunk bounds without a sync
+        self.crow = to_tensor(self.indptr, device)
+        self.cols = to_tensor(X.indices.astype(np.int64), device)
+        self.values = to_tensor(X.data, device)
+        self.X, self.rows, self.score = None, rows, get_score(attention)
+        self.n, self.d = X.shape
+        self.shift = self.values.new_zeros(self.d)
+        self.x_sq = self.values.new_empty(self.n)
+        for sl in iter_chunks(self.n, rows):
+            chunk = self._chunk(sl)
+            sq = self.values.new_zeros(chunk.shape[0]).index_add_(
+                0, chunk.rows, chunk.values.square())
+            self.x_sq[sl] = self.score.from_sq_norms(sq)
+        self.width = self.d + self.score.n_slots
+        self.weight_column = self.width - 1
+
+    def _chunk(self, sl):
+        lo, hi = int(self.indptr[sl.start]), int(self.indptr[sl.stop])
+        crow = self.crow[sl.start:sl.stop + 1] - lo
+        return _Chunk(crow, self.cols[lo:hi], self.values[lo:hi],
+                      (sl.stop - sl.start, self.d))
+
+    def chunks(self, keys, start, stop):
+        """Yield ``(sl, chunk, scores (k, m))``; ``chunk`` is for :meth:`add_members`."""
+        slots = self.values.new_empty(min(self.rows, max(stop - start, 1)),
+                                      self.score.n_slots)
+        for sl in iter_chunks(stop, self.rows, start):
+            chunk = self._chunk(sl)
+            m = chunk.shape[0]
+            extra = self.score.slots(self.x_sq[sl], slots[:m])
+            scores = torch.addmm((chunk.csr @ keys[:, :self.d].T).T, keys[:, self.d:],
+                                 extra.T)
+            yield sl, chunk, scores
+
+    def add_members(self, acc, sl, chunk, assignment, sample_weight=None):
+        w = (self.values.new_ones(chunk.shape[0]) if sample_weight is None
+             else sample_weight[sl])
+        weighted = chunk.values * w[chunk.rows]
+        if assignment.dim() == 1:
+            acc[:, :self.d].index_put_((assignment[chunk.rows], chunk.cols), weighted,
+                                       accumulate=True)
+            acc[:, self.weight_column].index_add_(0, assignment, w)
+        else:  # soft: column c of center j gains sum_i R[j, i] w_i x_ic
+            acc[:, :self.d].T.index_add_(
+                0, chunk.cols, weighted.unsqueeze(1) * assignment.T[chunk.rows])
+            acc[:, self.weight_column] += assignment @ w
+
+    def rows_of(self, index):
+        """Dense rows ``index`` (a few: initial centers, relocations)."""
+        if index.dim() == 0:
+            return self.rows_of(index.reshape(1))[0]
+        index = index.to(self.crow.device)
+        start, stop = self.crow[index], self.crow[index + 1]
+        counts = stop - start
+        which = torch.repeat_interleave(torch.arange(len(index), device=index.device), counts)
+        offset = torch.cumsum(counts, 0) - counts
+        position = start[which] + torch.arange(int(counts.sum()), device=index.device) \
+            - offset[which]
+        out = self.values.new_zeros(len(index), self.d)
+        out[which, self.cols[position]] = self.values[position]
+        return out
+
+
+def point_tokens(X, device, *, rows, attention, shift=None):
+    """The point tokens of validated X: dense (a tensor on ``device``, shifted by ``shift``)
+    or sparse (:class:`SparsePointTokens`, never shifted)."""
+    if sp.issparse(X):
+        return SparsePointTokens(X, device, rows=rows, attention=attention)
+    return PointTokens(to_tensor(X, device), rows=rows, attention=attention, shift=shift)
+
+
+def mean_and_mean_variance(X):
+    """Column means (X's dtype) and the mean column variance of a sparse matrix, in
+    float64 on the host (``O(nnz)``)."""
+    X64 = X.astype(np.float64)
+    mean = np.asarray(X64.mean(0)).ravel()
+    second = np.asarray(X64.multiply(X64).mean(0)).ravel()
+    return mean.astype(X.dtype), float(np.maximum(second - mean ** 2, 0).mean())

@@ -1,0 +1,105 @@
+"""Sparse input (``_sparse.py``): CSR data clustered without densifying, equal to the dense
+fit; the variants that need dense data say so."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from sktransformer import (
+    RobustTransformerKMeans,
+    SphericalTransformerKMeans,
+    TransformerKMeans,
+    TransformerKMedoids,
+    TrimmedTransformerKMeans,
+)
+from sktransformer.cluster._sparse import SparsePointTokens
+
+
+@pytest.fixture(scope="module")
+def tfidf_like():
+    X = sp.random(1500, 300, density=0.03, random_state=0, format="csr")
+    X.data = np.abs(X.data) + 0.1
+    return X, X[:6].toarray()
+
+
+@pytest.mark.parametrize("make", [
+    lambda init: TransformerKMeans(6, init=init),
+    lambda init: TransformerKMeans(6, init=init, temperature=0.05, max_iter=25),
+    lambda init: TransformerKMeans(6, init=init, attention="dot"),
+    lambda init: TransformerKMeans(6, init=init, attention="cosine"),
+    lambda init: SphericalTransformerKMeans(6, init=init),
+], ids=["hard", "soft", "dot", "cosine", "spherical"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_csr_fit_equals_the_dense_fit(tfidf_like, make, weighted, device):
+    X, init = tfidf_like
+    w = np.random.default_rng(0).uniform(0.5, 2, X.shape[0]) if weighted else None
+    dense = make(init).set_params(device=device).fit(X.toarray(), sample_weight=w)
+    sparse = make(init).set_params(device=device).fit(X, sample_weight=w)
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, atol=1e-12)
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    assert sparse.n_iter_ == dense.n_iter_
+    assert sparse.inertia_ == pytest.approx(dense.inertia_, rel=1e-10)
+    np.testing.assert_array_equal(sparse.predict(X), dense.predict(X.toarray()))
+    np.testing.assert_allclose(sparse.transform(X) ** 2, dense.transform(X.toarray()) ** 2,
+                               atol=1e-12)
+    if hasattr(dense, "predict_proba"):
+        np.testing.assert_allclose(sparse.predict_proba(X), dense.predict_proba(X.toarray()),
+                                   atol=1e-10)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_initializations_draw_the_same_rows(tfidf_like, init):
+    X, _ = tfidf_like
+    dense = TransformerKMeans(6, init=init, random_state=0, device="cpu").fit(X.toarray())
+    sparse = TransformerKMeans(6, init=init, random_state=0, device="cpu").fit(X)
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, atol=1e-12)
+
+
+def test_float32_csr_stays_float32_and_empty_clusters_are_relocated(tfidf_like):
+    X, init = tfidf_like
+    init = init.copy()
+    init[3] = 100.0  # no point is closest: relocated onto the farthest point
+    X32 = X.astype(np.float32)
+    est = TransformerKMeans(6, init=init.astype(np.float32), device="cpu").fit(X32)
+    ref = TransformerKMeans(6, init=init.astype(np.float32), device="cpu").fit(X32.toarray())
+    assert est.cluster_centers_.dtype == np.float32
+    assert np.abs(est.cluster_centers_).max() < 10
+    np.testing.assert_allclose(est.cluster_centers_, ref.cluster_centers_, atol=1e-5)
+
+
+def test_rows_are_gathered_from_csr(tfidf_like):
+    X, _ = tfidf_like
+    points = SparsePointTokens(X, "cpu", rows=100)
+    index = torch.tensor([0, 17, 17, 1499, 3])
+    np.testing.assert_array_equal(points.rows_of(index).numpy(), X[index.numpy()].toarray())
+    np.testing.assert_array_equal(points.rows_of(index[1]).numpy(), X[17].toarray()[0])
+    np.testing.assert_allclose(points.x_sq.numpy(),
+                               np.asarray(X.multiply(X).sum(1)).ravel(), rtol=1e-12)
+
+
+def test_memory_follows_the_non_zeros():
+    # 200000 x 50000 would be 80 GB dense; its CSR (1e6 non-zeros) fits in a few MB
+    rng = np.random.default_rng(0)
+    n, d, per_row = 200_000, 50_000, 5
+    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, d, n * per_row),
+                       np.arange(0, n * per_row + 1, per_row)), shape=(n, d))
+    est = SphericalTransformerKMeans(5, random_state=0, max_iter=3, device="cpu").fit(X)
+    assert est.cluster_centers_.shape == (5, 50_000)
+    assert np.allclose(np.linalg.norm(est.cluster_centers_, axis=1), 1)
+
+
+@pytest.mark.parametrize("est", [TrimmedTransformerKMeans(2), RobustTransformerKMeans(2),
+                                 TransformerKMedoids(2)])
+def test_variants_that_need_dense_data_say_so(est):
+    X = sp.random(20, 3, density=0.5, format="csr", random_state=0)
+    with pytest.raises(TypeError, match=r"dense data is required.*toarray"):
+        est.set_params(device="cpu").fit(X)
+
+
+def test_learned_weights_and_partial_fit_need_dense_data():
+    X = sp.random(40, 32, density=0.5, format="csr", random_state=0)
+    with pytest.raises(TypeError, match="weights=None"):
+        TransformerKMeans(10, weights="learned", device="cpu").fit(X)
+    with pytest.raises(TypeError, match="dense data is required"):
+        TransformerKMeans(2, device="cpu").partial_fit(X)
