@@ -1,6 +1,12 @@
 """Sphinx configuration: numpydoc API pages, a sphinx-gallery of examples/plot_*.py."""
 
-import sktransformer
+import os
+
+# the torch-embeddings example turns on scikit-learn's array API mode, which needs scipy's,
+# read when scipy is first imported (here, through sktransformer)
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import sktransformer  # noqa: E402
 
 project = "sktransformer"
 author = "the sktransformer developers"

@@ -22,6 +22,15 @@ from sklearn.utils.validation import validate_data
 FLOAT_DTYPES = [np.float64, np.float32]
 
 
+def _compat():
+    """array-api-compat: the installed package, else the copy scikit-learn vendors."""
+    try:
+        import array_api_compat
+    except ImportError:  # pragma: no cover - scikit-learn always carries a copy
+        from sklearn.externals import array_api_compat
+    return array_api_compat
+
+
 def is_tensor(X):
     """A torch tensor, or another array-API array that is not numpy (DLPack)."""
     if isinstance(X, torch.Tensor):
@@ -89,9 +98,8 @@ def output_space(X):
     scikit-learn's ``array_api_dispatch`` is on and X is not numpy."""
     if not get_config().get("array_api_dispatch", False) or not is_tensor(X):
         return None
-    import array_api_compat
-
-    return array_api_compat.array_namespace(X), array_api_compat.device(X)
+    compat = _compat()
+    return compat.array_namespace(X), compat.device(X)
 
 
 def as_numpy(value):
@@ -110,9 +118,7 @@ def to_output(value, space):
     if space is None:
         return as_numpy(value)
     xp, device = space
-    import array_api_compat
-
-    if array_api_compat.is_torch_namespace(xp):
+    if _compat().is_torch_namespace(xp):
         t = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.asarray(value))
         return t.detach().to(device)
     return xp.asarray(as_numpy(value), device=device)
@@ -122,9 +128,8 @@ def _space_of(value):
     """(namespace name, device) of an array; numpy for anything that is not a tensor."""
     if not is_tensor(value):
         return "numpy", "cpu"
-    import array_api_compat
-
-    return array_api_compat.array_namespace(value).__name__, str(array_api_compat.device(value))
+    compat = _compat()
+    return compat.array_namespace(value).__name__, str(compat.device(value))
 
 
 def follows_input(method):
