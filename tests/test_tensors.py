@@ -125,3 +125,81 @@ def test_integer_tensors_become_float64_and_feature_counts_are_checked():
     assert est.cluster_centers_.dtype == np.float64
     with pytest.raises(ValueError, match="features"):
         est.predict(torch.ones(3, 3))
+
+
+# -- the other families ------------------------------------------------------------------
+
+def _others():
+    from sktransformer import (
+        ImportanceSampledRFF,
+        KNNAttentionRegressor,
+        ParticleKernelClassifier,
+        ParticleKernelSampler,
+        SequenceAttentionClassifier,
+    )
+    return [
+        ("sampler", lambda: ParticleKernelSampler(16, n_iter=10, random_state=0), "transform"),
+        ("classifier", lambda: ParticleKernelClassifier(16, n_iter=10, random_state=0),
+         "predict_proba"),
+        ("importance", lambda: ImportanceSampledRFF(16, random_state=0), "transform"),
+        ("regressor", lambda: KNNAttentionRegressor(n_neighbors=5, max_iter=5,
+                                                    random_state=0), "predict"),
+        ("sequence", lambda: SequenceAttentionClassifier(d_model=8, max_epochs=2,
+                                                         random_state=0), "predict_proba"),
+    ]
+
+
+@pytest.mark.parametrize("name, make, method", _others(), ids=[o[0] for o in _others()])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_other_families_take_tensors_and_match_numpy(name, make, method, dtype):
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(120, 6, random_state=0)
+    np_dtype = np.float32 if dtype == torch.float32 else np.float64
+    X = X.astype(np_dtype)
+    if name == "regressor":
+        y = X[:, 0] * 2 + X[:, 1]
+    ref = make().set_params(device="cpu") if "device" in make().get_params() else make()
+    ref.fit(X, y)
+    est = make().fit(torch.as_tensor(X), torch.as_tensor(y))
+    out = getattr(est, method)(torch.as_tensor(X))
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_allclose(out, getattr(ref, method)(X), rtol=1e-4, atol=1e-5)
+    if method == "transform":
+        assert out.dtype == np_dtype and est.particles_.dtype == np_dtype or \
+            name == "importance"
+    with sklearn.config_context(array_api_dispatch=True):
+        est = make().fit(torch.as_tensor(X), torch.as_tensor(y))
+        out = getattr(est, method)(torch.as_tensor(X))
+        assert isinstance(out, torch.Tensor)
+        if name in ("classifier", "sequence"):
+            labels = est.predict(torch.as_tensor(X))
+            assert isinstance(labels, torch.Tensor)
+            np.testing.assert_array_equal(labels.numpy(), ref.predict(X))
+
+
+def test_regressor_runs_in_float32_for_float32_data():
+    from sktransformer import KNNAttentionRegressor
+
+    X = np.random.default_rng(0).normal(size=(80, 3)).astype(np.float32)
+    est = KNNAttentionRegressor(n_neighbors=5, max_iter=3, device="cpu").fit(X, X[:, 0])
+    assert est.projection_.dtype == np.float32
+    assert est.predict(X).dtype == np.float32
+
+
+def test_sequence_token_tensors_map_like_numpy():
+    from sktransformer import SequenceAttentionClassifier
+    from sktransformer.datasets import make_order_task
+
+    X, y = make_order_task(200, length=12, random_state=0)
+    ref = SequenceAttentionClassifier(d_model=8, max_epochs=2, random_state=0,
+                                      device="cpu").fit(X, y)
+    est = SequenceAttentionClassifier(d_model=8, max_epochs=2, random_state=0).fit(
+        torch.as_tensor(X), torch.as_tensor(y))
+    np.testing.assert_array_equal(est._vocabulary, ref._vocabulary)
+    unseen = torch.as_tensor(X).clone()
+    unseen[:, 3] = 10 ** 9  # an id fit never saw: the shared row
+    np.testing.assert_allclose(est.predict_proba(unseen), ref.predict_proba(unseen.numpy()),
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="non-negative"):
+        est.predict(torch.full((2, 12), -1))

@@ -4,23 +4,28 @@ features", the fixed-candidate method the learned particles are compared with.""
 import math
 from numbers import Integral, Real
 
-import numpy as np
 import torch
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
 )
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..attention import features, initial_particles, sparsemax
 from ..utils import (
+    ArrayAPISupport,
     Interval,
     StrOptions,
+    check_data,
+    check_data_and_target,
     chunk_rows,
     fit_context,
+    follows_input,
     iter_chunks,
     make_generator,
+    numpy_dtype,
+    output_space,
     to_numpy,
     to_tensor,
 )
@@ -57,7 +62,8 @@ def chi_square_tilt(v, rho, n_bisect=100):
     return q_of(hi)
 
 
-class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                           BaseEstimator):
     """Random Fourier features drawn from a label-tilted distribution (Sinha & Duchi, 2016).
 
     Draws ``n_candidates`` RBFSampler frequencies, scores each by its alignment with the
@@ -119,6 +125,8 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.rho = rho
         self.random_state = random_state
 
+    _array_attributes = ("weights_", "particles_", "offsets_")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
@@ -138,8 +146,10 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         -------
         self : ImportanceSampledRFF
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        space = output_space(X)
+        X, y = check_data_and_target(self, X, y)
         self.classes_, y_index = _validate_targets(y)
+        X = to_tensor(X, "cpu", dtype=torch.float64)  # a CPU estimator: tensors come here
         generator = make_generator(self.random_state, device="cpu")
         n_candidates = self.n_candidates or 10 * self.n_components
         self.gamma_ = resolve_gamma(self.gamma, X)
@@ -149,7 +159,7 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         aligned = torch.zeros(n_candidates, Y.shape[1], dtype=torch.float64)
         with torch.inference_mode():
             for rows in iter_chunks(len(X), chunk_rows(len(X), n_candidates)):
-                Phi = torch.cos(torch.as_tensor(X[rows], dtype=torch.float64) @ W.T + b)
+                Phi = torch.cos(X[rows] @ W.T + b)
                 aligned += Phi.T @ Y[rows]  # per-candidate feature, unscaled
         scores = (aligned / len(X)).square().sum(1)
         q = chi_square_tilt(scores, self.rho)
@@ -157,8 +167,10 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         self.weights_ = to_numpy(q)
         self.particles_, self.offsets_ = to_numpy(W[pick]), to_numpy(b[pick])
         self._n_features_out = self.n_components
+        self._publish(space)
         return self
 
+    @follows_input
     def transform(self, X):
         """``sqrt(2 / D) cos(X w^T + b)`` for the sampled frequencies.
 
@@ -171,8 +183,10 @@ class ImportanceSampledRFF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ba
         Z : ndarray of shape (n_samples, n_components)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = check_data(self, X, reset=False)
+        dtype = getattr(torch, numpy_dtype(X).name)
         with torch.inference_mode():  # a CPU estimator (no device parameter)
             Z = features("rff", to_tensor(X, "cpu", dtype=torch.float64),
-                         to_tensor(self.particles_, "cpu"), to_tensor(self.offsets_, "cpu"))
-        return to_numpy(Z).astype(X.dtype, copy=False)
+                         to_tensor(self.particles_, "cpu", dtype=torch.float64),
+                         to_tensor(self.offsets_, "cpu", dtype=torch.float64))
+        return Z.to(dtype)

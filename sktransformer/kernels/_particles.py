@@ -15,17 +15,24 @@ from sklearn.base import (
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..attention import FEATURE_MAPS, favor_offset, features, initial_particles, n_particles
 from ..utils import (
+    ArrayAPISupport,
     HasMethods,
     Interval,
     StrOptions,
+    as_numpy,
+    check_data,
+    check_data_and_target,
     fit_context,
+    follows_input,
     logger,
     logs_verbosely,
     make_generator,
+    numpy_dtype,
+    output_space,
     progress,
     resolve_device,
     to_numpy,
@@ -118,7 +125,8 @@ def resolve_gamma(gamma, X):
     """``gamma="scale"`` is ``1 / (n_features * X.var())`` (scikit-learn's SVC and
     RBFSampler), 1 for constant X; a number is used as it is."""
     if isinstance(gamma, str):  # "scale"
-        var = float(np.var(X, dtype=np.float64))
+        var = (float(X.to(torch.float64).var(unbiased=False)) if isinstance(X, torch.Tensor)
+               else float(np.var(X, dtype=np.float64)))
         return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
     return float(gamma)
 
@@ -132,7 +140,8 @@ def _validate_targets(y):
     return classes, y_index
 
 
-class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                            BaseEstimator):
     __doc__ = """Random features whose frequencies are particles learned from labels.
 
     A supervised drop-in for :class:`sklearn.kernel_approximation.RBFSampler` in a
@@ -218,6 +227,8 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.random_state = random_state
         self.verbose = verbose
 
+    _array_attributes = ("particles_", "offsets_")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
@@ -242,17 +253,19 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     def _fit(self, X, y, split=None, generator=None):
         """``fit``'s guts; the classifier passes its own split and generator."""
-        device = resolve_device(self.device)
+        space = output_space(X)
+        if y is None:
+            X = check_data(self, X, reset=True)
+        else:
+            X, y = check_data_and_target(self, X, y)
+            self.classes_, y_index = _validate_targets(y)
+        device = resolve_device(self.device, data=X)
         if generator is None:
             generator = make_generator(self.random_state, device=device)
-        if y is None:
-            X = validate_data(self, X, dtype=[np.float64, np.float32])
-        else:
-            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-            self.classes_, y_index = _validate_targets(y)
-        dtype = torch.float32 if X.dtype == np.float32 else torch.float64
+        np_dtype = numpy_dtype(X)
+        dtype = getattr(torch, np_dtype.name)
         Xt = to_tensor(X, device, dtype=dtype)
-        self.gamma_ = resolve_gamma(self.gamma, X)
+        self.gamma_ = resolve_gamma(self.gamma, Xt)
         U, b = initial_particles(self.kernel, n_particles(self.kernel, self.n_components),
                                  X.shape[1], gamma=0.5, generator=generator, dtype=dtype)
         base = math.sqrt(2 * self.gamma_) if self.kernel in ("rff", "rff_cossin") else 1.0
@@ -265,10 +278,11 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
                              dtype=dtype)
             U = self._learn(Xt, Y, U, b, base, split, generator)
         W = U * (base * self.scale_)
-        self.particles_ = to_numpy(W).astype(X.dtype, copy=False)
-        self.offsets_ = to_numpy(b).astype(X.dtype, copy=False)
+        self.particles_ = to_numpy(W).astype(np_dtype, copy=False)
+        self.offsets_ = to_numpy(b).astype(np_dtype, copy=False)
         self.offset_ = float(favor_offset(Xt, W)) if self.kernel == "favor+" else 0.0
         self._n_features_out = self.n_components
+        self._publish(space)
         return self
 
     def _phi(self, X, U, b, scale, reference):
@@ -326,6 +340,7 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.scale_, self.best_iter_ = best["scale"], best["step"]
         return best["U"]
 
+    @follows_input
     def transform(self, X):
         """The features of the learned particles.
 
@@ -339,14 +354,13 @@ class ParticleKernelSampler(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             In X's dtype.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        device = resolve_device(self.device, fallback=True)
-        dtype = torch.float32 if X.dtype == np.float32 else torch.float64
+        X = check_data(self, X, reset=False)
+        device = resolve_device(self.device, fallback=True, data=X)
+        dtype = getattr(torch, numpy_dtype(X).name)
         with torch.inference_mode():
-            Z = features(self.kernel, to_tensor(X, device, dtype=dtype),
-                         to_tensor(self.particles_, device, dtype=dtype),
-                         to_tensor(self.offsets_, device, dtype=dtype), offset=self.offset_)
-        return to_numpy(Z).astype(X.dtype, copy=False)
+            return features(self.kernel, to_tensor(X, device, dtype=dtype),
+                            to_tensor(self.particles_, device, dtype=dtype),
+                            to_tensor(self.offsets_, device, dtype=dtype), offset=self.offset_)
 
 
 def _cpu_generator(generator):
@@ -369,7 +383,7 @@ def _estimator_has(attr):
     return check
 
 
-class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
+class ParticleKernelClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
     __doc__ = """A linear classifier on Coulomb-particle kernel features.
 
     Phase A learns the particles (:class:`ParticleKernelSampler`) by alignment with the
@@ -456,16 +470,18 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : ParticleKernelClassifier
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        space = output_space(X)
+        X, y = check_data_and_target(self, X, y)
         _, y_index = _validate_targets(y)
         Cs = np.asarray(self.Cs, dtype=float).ravel()
         if len(Cs) == 0 or not np.all(np.isfinite(Cs) & (Cs > 0)):
             raise ValueError(f"Cs must be positive finite numbers, got {self.Cs!r}.")
         params = {name: getattr(self, name) for name in _PARTICLE_PARAMS}
-        generator = make_generator(self.random_state, device=resolve_device(self.device))
+        generator = make_generator(self.random_state,
+                                   device=resolve_device(self.device, data=X))
         split = validation_split(y_index, self.validation_fraction, _cpu_generator(generator))
         self.sampler_ = ParticleKernelSampler(**params)._fit(X, y, split, generator)
-        Z = self.sampler_.transform(X)
+        Z = as_numpy(self.sampler_.transform(X))  # Phase B is a scikit-learn model
         self.C_ = None
         if self.estimator is None:
             if len(Cs) > 1:
@@ -478,31 +494,36 @@ class ParticleKernelClassifier(ClassifierMixin, BaseEstimator):
         self.estimator_ = estimator.fit(Z, y)
         self.classes_ = self.estimator_.classes_
         self.history_ = self.sampler_.history_
+        self._publish(space)
         return self
 
     def _features(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        return self.sampler_.transform(X)
+        X = check_data(self, X, reset=False)
+        return as_numpy(self.sampler_.transform(X))
 
+    @follows_input
     def predict(self, X):
         """Class of each sample."""
         Z = self._features(X)
         return self.estimator_.predict(Z)
 
     @available_if(_estimator_has("predict_proba"))
+    @follows_input
     def predict_proba(self, X):
         """Class probabilities of the Phase B model."""
         Z = self._features(X)
         return self.estimator_.predict_proba(Z)
 
     @available_if(_estimator_has("predict_log_proba"))
+    @follows_input
     def predict_log_proba(self, X):
         """Log class probabilities of the Phase B model."""
         Z = self._features(X)
         return self.estimator_.predict_log_proba(Z)
 
     @available_if(_estimator_has("decision_function"))
+    @follows_input
     def decision_function(self, X):
         """Decision function of the Phase B model."""
         Z = self._features(X)

@@ -6,17 +6,24 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..attention import get_score, knn_attention, knn_attention_grad
 from ..utils import (
+    ArrayAPISupport,
     Interval,
     StrOptions,
+    as_numpy,
+    check_data,
+    check_data_and_target,
     check_squared_scale,
     fit_context,
+    follows_input,
     logger,
     logs_verbosely,
     make_generator,
+    numpy_dtype,
+    output_space,
     progress,
     resolve_device,
     to_numpy,
@@ -27,7 +34,13 @@ from ..utils import (
 _EUCLIDEAN = get_score("euclidean")
 
 
-class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
+def _mean_and_scale(A):
+    """Column means and standard deviations (1 where a column is constant)."""
+    mean, scale = A.mean(0), A.std(0, unbiased=False)
+    return mean, torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
     """Regression by kNN attention over the training set, with a learned projection.
 
     A new point ``x`` is a query; the training points are the keys and their targets the
@@ -124,6 +137,9 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    _array_attributes = ("projection_", "_keys", "_values", "_x_mean", "_x_scale",
+                         "_y_mean", "_y_scale")
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
@@ -149,28 +165,27 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         -------
         self : KNNAttentionRegressor
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
-                             y_numeric=True)
+        space = output_space(X)
+        X, y = check_data_and_target(self, X, y, multi_output=True, y_numeric=True)
         check_squared_scale(X)
         if not np.isfinite(np.square(np.asarray(y, dtype=np.float64)).sum()):
             raise ValueError("y has values whose squares overflow float64; rescale y.")
         if len(X) < 2:
             raise ValueError(f"n_samples={len(X)}: leave-one-out needs at least 2 samples.")
-        device = resolve_device(self.device)
+        device = resolve_device(self.device, data=X)
+        dtype = getattr(torch, numpy_dtype(X).name)  # float32 data: float32 throughout
         generator = make_generator(self.random_state, device=device)
         self._y_1d = y.ndim == 1
-        Y = y.reshape(len(y), -1).astype(np.float64)
-        self._x_mean, self._x_scale = X.mean(0), X.std(0)
-        self._x_scale[self._x_scale == 0] = 1.0
-        self._y_mean, self._y_scale = Y.mean(0), Y.std(0)
-        self._y_scale[self._y_scale == 0] = 1.0
-        Xs = to_tensor((X - self._x_mean) / self._x_scale, device, dtype=torch.float64)
-        Ys = to_tensor((Y - self._y_mean) / self._y_scale, device, dtype=torch.float64)
+        Xt = to_tensor(X, device, dtype=dtype)
+        Y = to_tensor(y.reshape(len(y), -1).astype(np.float64), device, dtype=dtype)
+        x_mean, x_scale = _mean_and_scale(Xt)
+        y_mean, y_scale = _mean_and_scale(Y)
+        Xs, Ys = (Xt - x_mean) / x_scale, (Y - y_mean) / y_scale
         d = X.shape[1]
         p = self.n_components or d
-        P = torch.eye(d, p, dtype=torch.float64, device=device)
+        P = torch.eye(d, p, dtype=dtype, device=device)
         if p != d:
-            P = torch.randn(d, p, generator=generator, dtype=torch.float64,
+            P = torch.randn(d, p, generator=generator, dtype=dtype,
                             device=device) / math.sqrt(d)
         P.requires_grad_(True)
         optimizer = torch.optim.Adam([P], lr=self.learning_rate)
@@ -205,8 +220,12 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         self.projection_ = to_numpy(P.detach())
         self._keys = to_numpy(Xs @ P.detach())
         self._values = to_numpy(Ys)
+        self._x_mean, self._x_scale = to_numpy(x_mean), to_numpy(x_scale)
+        self._y_mean, self._y_scale = to_numpy(y_mean), to_numpy(y_scale)
+        self._publish(space)
         return self
 
+    @follows_input
     def predict(self, X):
         """Attention over the training set from each row of X.
 
@@ -219,15 +238,27 @@ class KNNAttentionRegressor(RegressorMixin, BaseEstimator):
         y : ndarray of shape (n_samples,) or (n_samples, n_targets)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = check_data(self, X, reset=False)
         check_squared_scale(X)
-        device = resolve_device(self.device, fallback=True)
+        device = resolve_device(self.device, fallback=True, data=X)
         generator = make_generator(self.random_state, device=device)
+        dtype = self._dtype()
+
+        def fitted(name):
+            return to_tensor(getattr(self, name), device, dtype=dtype)
+
         with torch.inference_mode():
-            Q = to_tensor((X - self._x_mean) / self._x_scale, device, dtype=torch.float64)
-            Q = Q @ to_tensor(self.projection_, device)
-            out = self._attend(Q, to_tensor(self._keys, device), to_tensor(self._values, device),
-                               min(self.n_neighbors, len(self._keys)), self.approximation,
+            Q = (to_tensor(X, device, dtype=dtype) - fitted("_x_mean")) / fitted("_x_scale")
+            Q = Q @ fitted("projection_")
+            out = self._attend(Q, fitted("_keys"), fitted("_values"),
+                               min(self.n_neighbors, self._keys.shape[0]), self.approximation,
                                generator)
-        y = to_numpy(out) * self._y_scale + self._y_mean
-        return y.ravel() if self._y_1d else y
+            y = (out * fitted("_y_scale") + fitted("_y_mean")).to(
+                getattr(torch, numpy_dtype(X).name))
+        return y.reshape(-1) if self._y_1d else y
+
+    def _dtype(self):
+        """The dtype of the fitted arrays (X's in fit)."""
+        keys = self._keys
+        return keys.dtype if isinstance(keys, torch.Tensor) else getattr(
+            torch, numpy_dtype(as_numpy(keys)).name)

@@ -25,13 +25,19 @@ from sklearn.utils.validation import (
 from ..attention import POSITIVE_MAPS
 from ..kernels import target_codes, train_particles
 from ..utils import (
+    ArrayAPISupport,
     Interval,
     StrOptions,
+    as_numpy,
+    as_tensor,
     check_squared_scale,
     fit_context,
+    follows_input,
+    is_tensor,
     logger,
     logs_verbosely,
     make_generator,
+    output_space,
     progress,
     resolve_device,
     to_numpy,
@@ -40,7 +46,7 @@ from ..utils import (
 from ._encoder import SequenceEncoder, build, masked_mean
 
 
-class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
+class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
     """Sequence classification by a small transformer: learned-kernel linear attention, kNN
     attention or softmax attention.
 
@@ -232,21 +238,26 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     # -- data ----------------------------------------------------------------------------
 
-    def _inputs(self, X, device, reset):
-        """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""
-        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=None,
-                          ensure_min_features=1)
-        if X.ndim not in (2, 3):
+    def _check_kind(self, tokens, shape, reset):
+        """Integer tokens or float features, the same kind and width as in fit."""
+        if len(shape) not in (2, 3):
             raise ValueError(f"X must be (n_samples, length) or (n_samples, length, d); "
-                             f"got shape {X.shape}.")
-        tokens = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)
+                             f"got shape {tuple(shape)}.")
+        width = None if tokens else (1 if len(shape) == 2 else shape[2])
         if reset:
-            self._tokens = tokens
-            self._n_inputs = None if tokens else (1 if X.ndim == 2 else X.shape[2])
-        elif tokens != self._tokens or (not tokens and (1 if X.ndim == 2 else X.shape[2])
-                                        != self._n_inputs):
+            self._tokens, self._n_inputs = tokens, width
+        elif tokens != self._tokens or width != self._n_inputs:
             raise ValueError("X is not of the kind seen in fit (integer tokens vs float "
                              "features, or another feature width).")
+
+    def _inputs(self, X, device, reset):
+        """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""
+        if is_tensor(X):
+            return self._tensor_inputs(as_tensor(X).detach(), device, reset)
+        X = validate_data(self, X, reset=reset, allow_nd=True, dtype=None,
+                          ensure_min_features=1)
+        tokens = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)
+        self._check_kind(tokens, X.shape, reset)
         if tokens:
             if X.min() < 0:
                 raise ValueError("Token ids must be non-negative integers.")
@@ -261,6 +272,40 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("Input X contains NaN or infinity.")
         check_squared_scale(X.reshape(len(X), -1))
         t = to_tensor(X if X.ndim == 3 else X[..., None], device)
+        return t, torch.ones(t.shape[:2], dtype=torch.bool, device=device)
+
+    def _tensor_inputs(self, X, device, reset):
+        """:meth:`_inputs` for a tensor, validated where it lives (no copy to the host)."""
+        if X.dim() not in (2, 3) or X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"X must be (n_samples, length) or (n_samples, length, d) with "
+                             f"at least one sample and one position; got shape "
+                             f"{tuple(X.shape)}.")
+        if X.is_complex():
+            raise ValueError("Complex data not supported.")
+        validate_data(self, X, skip_check_array=True, reset=reset)
+        tokens = X.dim() == 2 and not X.is_floating_point() and X.dtype != torch.bool
+        self._check_kind(tokens, X.shape, reset)
+        X = X.to(device)
+        if tokens:
+            if bool((X < 0).any()):
+                raise ValueError("Token ids must be non-negative integers.")
+            if reset:
+                self._vocabulary = to_numpy(torch.unique(X[X != self.pad_id]))
+                self._n_tokens = len(self._vocabulary) + 1
+            vocabulary = to_tensor(self._vocabulary, device, dtype=X.dtype)
+            found = torch.searchsorted(vocabulary, X)
+            known = torch.zeros_like(X, dtype=torch.bool)
+            if len(vocabulary):
+                known = (found < len(vocabulary)) & (
+                    vocabulary[found.clamp(max=len(vocabulary) - 1)] == X)
+            ids = torch.where(known, found + 1, len(vocabulary) + 1)
+            ids = torch.where(X == self.pad_id, 0, ids).long()
+            return ids, ids != 0
+        X = X.to(torch.float32)
+        if not bool(torch.isfinite(X).all()):
+            raise ValueError("Input X contains NaN or infinity.")
+        check_squared_scale(X.reshape(len(X), -1))
+        t = X if X.dim() == 3 else X[..., None]
         return t, torch.ones(t.shape[:2], dtype=torch.bool, device=device)
 
     def _compact(self, X):
@@ -290,10 +335,11 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : SequenceAttentionClassifier
         """
-        device = resolve_device(self.device)
+        space = output_space(X)
+        device = resolve_device(self.device, data=X if isinstance(X, torch.Tensor) else None)
         generator = make_generator(self.random_state, device=device)
         x, mask = self._inputs(X, device, reset=True)
-        y = column_or_1d(y, warn=True)
+        y = column_or_1d(as_numpy(y), warn=True)
         check_consistent_length(x, y)
         check_classification_targets(y)
         self.classes_, y_index = np.unique(y, return_inverse=True)
@@ -341,6 +387,7 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
             self.model_.load_state_dict(best)
         self.n_iter_ = epoch + 1
         self.model_ = self.model_.cpu().eval()
+        self._publish(space)
         return self
 
     def _split(self, labels, generator):
@@ -442,30 +489,38 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     # -- prediction ----------------------------------------------------------------------
 
+    def _proba(self, X):
+        """Class probabilities as a float64 tensor on the device."""
+        check_is_fitted(self)
+        device = resolve_device(self.device, fallback=True,
+                                data=X if isinstance(X, torch.Tensor) else None)
+        x, mask = self._inputs(X, device, reset=False)
+        # a copy on the device: predicting never changes fitted state (thread-safe)
+        model = self.model_ if device.type == "cpu" else copy.deepcopy(self.model_).to(device)
+        with torch.inference_mode():
+            return torch.softmax(self._logits(x, mask, model=model).double(), dim=1)
+
+    @follows_input
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, length) or (n_samples, length, d)
+        X : array-like or tensor of shape (n_samples, length) or (n_samples, length, d)
 
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
+            float64; under ``array_api_dispatch``, in X's namespace and on its device.
         """
-        check_is_fitted(self)
-        device = resolve_device(self.device, fallback=True)
-        x, mask = self._inputs(X, device, reset=False)
-        # a copy on the device: predicting never changes fitted state (thread-safe)
-        model = self.model_ if device.type == "cpu" else copy.deepcopy(self.model_).to(device)
-        with torch.inference_mode():
-            proba = torch.softmax(self._logits(x, mask, model=model).double(), dim=1)
-        return to_numpy(proba).astype(np.float64)
+        return self._proba(X)
 
+    @follows_input
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`."""
-        return np.log(np.clip(self.predict_proba(X), 1e-300, None))
+        return self._proba(X).clamp(min=1e-300).log()
 
+    @follows_input
     def predict(self, X):
         """The most probable class of each sequence.
 
@@ -477,8 +532,8 @@ class SequenceAttentionClassifier(ClassifierMixin, BaseEstimator):
         -------
         y : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
-        return self.classes_[self.predict_proba(X).argmax(1)]
+        best = to_numpy(self._proba(X).argmax(1))  # checks that the model is fitted first
+        return self.classes_[best]
 
 
 @deprecated("ParticleAttentionClassifier was renamed SequenceAttentionClassifier (it offers "

@@ -17,7 +17,12 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn import get_config
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import (
+    check_array,
+    check_consistent_length,
+    column_or_1d,
+    validate_data,
+)
 
 FLOAT_DTYPES = [np.float64, np.float32]
 
@@ -86,6 +91,32 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     return t.contiguous()
 
 
+def check_data_and_target(estimator, X, y, *, multi_output=False, y_numeric=False):
+    """:func:`check_data` for X (reset) and scikit-learn's checks of y.
+
+    y, small next to X, is checked on the host (a tensor y is copied there).
+    """
+    if not is_tensor(X):
+        return validate_data(estimator, X, as_numpy(y), dtype=FLOAT_DTYPES,
+                             multi_output=multi_output, y_numeric=y_numeric)
+    X = check_data(estimator, X, reset=True)
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
+                         "target y is None.")
+    y = as_numpy(y)
+    if multi_output:
+        y = check_array(y, ensure_2d=False, dtype="numeric" if y_numeric else None,
+                        input_name="y")
+    else:
+        y = column_or_1d(y, warn=True)
+        if y_numeric and y.dtype.kind == "O":
+            y = y.astype(np.float64)
+        if y.dtype.kind in "fc":
+            check_array(y, ensure_2d=False, dtype=None, input_name="y")  # finite
+    check_consistent_length(X, y)
+    return X, y
+
+
 def numpy_dtype(X):
     """X's float dtype as a numpy dtype (X: numpy, sparse or tensor)."""
     if isinstance(X, torch.Tensor):
@@ -114,8 +145,9 @@ def as_numpy(value):
 
 
 def to_output(value, space):
-    """``value`` (a tensor or numpy array) as numpy, or in ``space``'s namespace/device."""
-    if space is None:
+    """``value`` (a tensor or numpy array) as numpy, or in ``space``'s namespace/device
+    (labels that are not numbers, a classifier's string classes, stay numpy)."""
+    if space is None or (isinstance(value, np.ndarray) and value.dtype.kind not in "biuf"):
         return as_numpy(value)
     xp, device = space
     if _compat().is_torch_namespace(xp):
@@ -139,8 +171,8 @@ def follows_input(method):
     @functools.wraps(method)
     def wrapper(self, X, *args, **kwargs):
         space = output_space(X)
-        if get_config().get("array_api_dispatch", False) and self._array_attributes:
-            fitted = _space_of(getattr(self, self._array_attributes[0]))
+        if get_config().get("array_api_dispatch", False):
+            fitted = self._fitted_space()
             if _space_of(X) != fitted:
                 raise ValueError(
                     f"Inputs passed to {type(self).__name__}.{method.__name__}() must use the "
@@ -170,8 +202,20 @@ class ArrayAPISupport:
         for name in self._array_attributes:
             if name in self.__dict__:
                 self.__dict__[name] = to_output(self.__dict__[name], space)
+        self._space = ("numpy", "cpu") if space is None else (space[0].__name__,
+                                                              str(space[1]))
+
+    def _fitted_space(self):
+        """(namespace, device) of the fitted arrays (that of the first one, if any)."""
+        for name in self._array_attributes:
+            if name in self.__dict__:
+                return _space_of(self.__dict__[name])
+        return getattr(self, "_space", ("numpy", "cpu"))
 
     def __getstate__(self):
         state = super().__getstate__()
-        return {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
-                for key, value in state.items()}
+        state = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
+                 for key, value in state.items()}
+        if "_space" in state and state["_space"][0] != "numpy":
+            state["_space"] = (state["_space"][0], "cpu")
+        return state
