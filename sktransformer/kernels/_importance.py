@@ -149,6 +149,7 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         space = output_space(X)
         X, y = check_data_and_target(self, X, y)
         self.classes_, y_index = _validate_targets(y)
+        np_dtype = numpy_dtype(X)
         X = to_tensor(X, "cpu", dtype=torch.float64)  # a CPU estimator: tensors come here
         generator = make_generator(self.random_state, device="cpu")
         n_candidates = self.n_candidates or 10 * self.n_components
@@ -165,7 +166,8 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         q = chi_square_tilt(scores, self.rho)
         pick = torch.multinomial(q, self.n_components, replacement=True, generator=generator)
         self.weights_ = to_numpy(q)
-        self.particles_, self.offsets_ = to_numpy(W[pick]), to_numpy(b[pick])
+        self.particles_ = to_numpy(W[pick]).astype(np_dtype)
+        self.offsets_ = to_numpy(b[pick]).astype(np_dtype)
         self._n_features_out = self.n_components
         self._publish(space)
         return self

@@ -49,6 +49,13 @@ def as_tensor(X):
     return X if isinstance(X, torch.Tensor) else torch.from_dlpack(X)
 
 
+def _all_finite(t, block=1 << 20):
+    """Whether every value of the 2-D tensor ``t`` is finite, by blocks of rows (no mask of
+    X's size)."""
+    rows = max(1, block // max(1, t.shape[1]))
+    return all(bool(torch.isfinite(t[a:a + rows]).all()) for a in range(0, t.shape[0], rows))
+
+
 def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     """Validate X: a float numpy array (or CSR matrix), or a float tensor where X lives.
 
@@ -85,7 +92,7 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
                          "and one feature are required.")
     if t.dtype not in (torch.float32, torch.float64):
         t = t.to(torch.float64)
-    if not bool(torch.isfinite(t).all()):
+    if not _all_finite(t):
         raise ValueError(f"Input {name} contains NaN or infinity.")
     validate_data(estimator, t, skip_check_array=True, reset=reset)
     return t.contiguous()

@@ -14,15 +14,17 @@ def check_squared_scale(X, *, name="X"):
     passes the dtype's largest finite number the result would be ``inf`` or ``NaN``: the
     error names the scale and the fix. X is validated (finite, float).
     """
+    # the largest magnitude from the extremes: no temporary of X's size
     if isinstance(X, torch.Tensor):
         if X.numel() == 0:
             return
-        largest, dtype = float(X.abs().max()), str(X.dtype).removeprefix("torch.")
+        low, high = torch.aminmax(X)
+        largest, dtype = max(-float(low), float(high)), str(X.dtype).removeprefix("torch.")
     else:
         values = X.data if sp.issparse(X) else X
         if values.size == 0:
             return
-        largest, dtype = float(np.max(np.abs(values))), X.dtype
+        largest, dtype = max(-float(values.min()), float(values.max())), X.dtype
     error = squared_scale_error(largest, X.shape[0], X.shape[-1], dtype, name=name)
     if error:
         raise ValueError(error)
