@@ -14,7 +14,7 @@ would score more tail keys than it has keys (flat scores, tiny k) draws from its
 Scale study: one head, d = 64, k = 32, float32, Q, K, V ~ N(0, 1); each method in a fresh
 process (peak RSS of the process, and its rise during the call, Q, K, V being allocated
 before): kNN attention (truncated, exact top-k), kNN attention with the approximate index
-(``IVFIndex``, faiss IVF with ``n_probe`` of ``4 sqrt(n)`` cells, ``--n-probe``; its
+(``IVFIndex``, faiss IVF with ``n_probe`` of ``sqrt(n)`` cells, ``--n-probe``; its
 recall@32 against the exact top-k on 1024 queries), attention with the n x n matrix
 materialized, and torch's scaled_dot_product_attention. Materialized attention is skipped
 at sizes where its n x n matrix alone would exceed ``--max-matrix-gb``; it and SDPA are

@@ -248,6 +248,25 @@ def test_ivf_index_scanning_every_cell_is_the_exact_top_k():
     assert 0.2 < recall < 1.0  # approximate: most, not all, of the true neighbours
 
 
+def test_ivf_index_is_reused_for_the_same_keys_and_rebuilt_for_changed_ones():
+    pytest.importorskip("faiss", reason="IVFIndex is optional; faiss-cpu is in the test extra")
+    from sktransformer.attention import IVFIndex
+
+    q, k, _ = _qkv(n=2000, d=8, heads=(2,))
+    index = IVFIndex(n_probe=1.0, train_size=500)  # every cell: exact
+    exact = topk_keys(q, k, 5)[1]
+    assert torch.equal(topk_keys(q, k, 5, index=index)[1], exact)
+    built = index._built["indexes"]
+    assert len(built) == 2 and index._built["indexes"][0].nlist == int(2000 ** 0.5)
+    assert torch.equal(topk_keys(q[..., :50, :], k, 5, index=index)[1], exact[..., :50, :])
+    assert index._built["indexes"] is built  # reused
+    k.mul_(-1)  # changed in place: rebuilt
+    assert torch.equal(topk_keys(q, k, 5, index=index)[1], topk_keys(q, k, 5)[1])
+    assert index._built["indexes"] is not built
+    fraction = IVFIndex(n_lists=40, n_probe=0.1)
+    assert fraction._probes(40) == 4 and IVFIndex(n_probe=3)._probes(40) == 3
+
+
 def test_ivf_index_refuses_what_it_cannot_do():
     pytest.importorskip("faiss", reason="IVFIndex is optional; faiss-cpu is in the test extra")
     from sktransformer.attention import IVFIndex
