@@ -202,3 +202,11 @@ def test_sequence_token_tensors_map_like_numpy():
                                atol=1e-6)
     with pytest.raises(ValueError, match="non-negative"):
         est.predict(torch.full((2, 12), -1))
+
+
+def test_unfitted_under_dispatch_is_not_fitted_error():
+    from sklearn.exceptions import NotFittedError
+
+    with sklearn.config_context(array_api_dispatch=True):
+        with pytest.raises(NotFittedError):
+            TransformerKMeans(2, device="cpu").predict(torch.ones(3, 2))

@@ -179,8 +179,8 @@ def follows_input(method):
     def wrapper(self, X, *args, **kwargs):
         space = output_space(X)
         if get_config().get("array_api_dispatch", False):
-            fitted = self._fitted_space()
-            if _space_of(X) != fitted:
+            fitted = self._fitted_space()  # None before fit: the method says it is unfitted
+            if fitted is not None and _space_of(X) != fitted:
                 raise ValueError(
                     f"Inputs passed to {type(self).__name__}.{method.__name__}() must use the "
                     "same namespace and the same device as those passed to fit(): fit saw "
@@ -213,11 +213,12 @@ class ArrayAPISupport:
                                                               str(space[1]))
 
     def _fitted_space(self):
-        """(namespace, device) of the fitted arrays (that of the first one, if any)."""
+        """(namespace, device) of the fitted arrays (that of the first one, if any), or
+        None before fit."""
         for name in self._array_attributes:
             if name in self.__dict__:
                 return _space_of(self.__dict__[name])
-        return getattr(self, "_space", ("numpy", "cpu"))
+        return getattr(self, "_space", None)
 
     def __getstate__(self):
         state = super().__getstate__()
