@@ -295,6 +295,17 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     return sum(runner.map(span, points.n))
 
 
+def subtract_rows(points, sums, labels, index, sample_weight=None):
+    """``sums[labels_i] -= w_i (x_i - shift)`` for the points ``index`` (IN/OUT: ``sums``),
+    by chunks: what trimming takes out of a layer's sums, without a second pass over X."""
+    for sl in iter_chunks(index.numel(), points.rows):
+        rows = index[sl]
+        values = points.rows_of(rows)
+        if sample_weight is not None:
+            values = values * sample_weight[rows].unsqueeze(1)
+        sums.index_add_(0, labels[rows], values, alpha=-1)
+
+
 def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     """``||x_i - shift - vectors[labels_i]||^2`` for every point, shape (n_samples,)."""
     out = points.new_empty(points.n)

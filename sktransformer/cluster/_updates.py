@@ -11,6 +11,7 @@ update             attention of center j over its members       variant
 ``Mean(sphere)``   uniform, then the token is normalized         spherical k-means
 ``Trim``           norm-max: uniform over the members within     trimmed k-means
                    the (1 - trim)-quantile of the distances
+                   (the layer's sums less the trimmed members)
 ``Sparsemax``      sparsemax of ``-beta ||x - c||^2 / sqrt(d)``  robust k-means
 ``Medoid``         arg-max (with Gumbel noise: a sample) of      k-medoids
                    minus the in-cluster cost; a data point
@@ -85,7 +86,7 @@ class Trim:
     clusters move onto the farthest kept points.
     """
 
-    accumulate = False
+    accumulate = True  # the layer sums every member; the trimmed ones are taken out after
     strict = True
 
     def __init__(self, n_clusters, trim, mode):
@@ -121,8 +122,12 @@ class Trim:
         w = kept.to(min_dist.dtype)
         if sample_weight is not None:
             w = w * sample_weight
-        sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
-        weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)
+        trimmed = torch.nonzero(~kept).flatten()
+        if trimmed.numel() <= points.n // 2:  # take the few trimmed out of the layer's sums
+            _lloyd.subtract_rows(points, sums, labels, trimmed, sample_weight)
+        else:  # most are trimmed: sum the kept ones again
+            sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
+        weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
         far_kept = torch.where(kept, min_dist, -1.0)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
         new = _lloyd.average(sums, weight, centers)
