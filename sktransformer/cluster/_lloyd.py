@@ -168,7 +168,7 @@ def sq_distances(points, centers, *, runner=_SERIAL):
 
 
 def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
-          accumulate=True, runner=_SERIAL):
+          accumulate=True, cutoff=None, runner=_SERIAL):
     """One layer (one Lloyd step) from ``centers``.
 
     Parameters
@@ -184,7 +184,10 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
         ``None`` is hard attention; otherwise soft weights ``softmax(-||x - c||^2 / t)``.
     accumulate : bool
         Whether to run the mean center update in the same pass. Variants whose update needs
-        every point's distance first (trimming, sparsemax) skip it and return ``None``.
+        every point's distance first (sparsemax) skip it and return ``None``.
+    cutoff : Tensor of shape (n_clusters,) or None
+        Hard mode: sum only the points within ``cutoff[label]`` (squared distance) of their
+        center; the others go to a discarded row (trimming's last radius).
     runner : ChunkRunner
         Splits the rows among worker threads.
 
@@ -196,24 +199,31 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
     """
     keys = points.keys(centers)
 
+    k = centers.shape[0]
+
     def span(start, stop):
-        acc = points.new_zeros(centers.shape[0], points.width)  # [sums, ..., weight]
+        acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded
         for sl, values, scores in points.chunks(keys, start, stop):
             lab, best = hard_assign(scores)
             labels[sl] = lab
             min_dist[sl] = points.sq_dist(sl, best)
             if not accumulate:
                 continue
-            assignment = lab if temperature is None else torch.softmax(
-                points.logits(sl, scores, temperature), dim=0)
-            points.add_members(acc, sl, values, assignment, sample_weight)
+            if temperature is not None:
+                assignment = torch.softmax(points.logits(sl, scores, temperature), dim=0)
+            elif cutoff is not None:
+                assignment = torch.where(min_dist[sl] <= cutoff[lab], lab, k)
+            else:
+                assignment = lab
+            points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,
+                               assignment, sample_weight)
         return acc
 
     acc = sum(runner.map(span, points.n))
     min_dist.clamp_(min=0.0)
     if not accumulate:
         return None, None
-    return acc[:, :points.d], acc[:, points.weight_column].clone()
+    return acc[:k, :points.d], acc[:k, points.weight_column].clone()
 
 
 def online_step(points, sample_weight, centers, counts, *, temperature=None,
@@ -295,15 +305,16 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     return sum(runner.map(span, points.n))
 
 
-def subtract_rows(points, sums, labels, index, sample_weight=None):
-    """``sums[labels_i] -= w_i (x_i - shift)`` for the points ``index`` (IN/OUT: ``sums``),
-    by chunks: what trimming takes out of a layer's sums, without a second pass over X."""
+def subtract_rows(points, sums, labels, index, sample_weight=None, *, alpha=-1):
+    """``sums[labels_i] -= w_i (x_i - shift)`` for the points ``index`` (``alpha=1``: add;
+    IN/OUT: ``sums``), by chunks: trimming's correction of a layer's sums, without a second
+    pass over X."""
     for sl in iter_chunks(index.numel(), points.rows):
         rows = index[sl]
         values = points.rows_of(rows)
         if sample_weight is not None:
             values = values * sample_weight[rows].unsqueeze(1)
-        sums.index_add_(0, labels[rows], values, alpha=-1)
+        sums.index_add_(0, labels[rows], values, alpha=alpha)
 
 
 def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
@@ -386,7 +397,7 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     for i in range(max_iter):
         sums, weight = layer(points, sample_weight, centers, labels=labels, min_dist=min_dist,
                              temperature=temperature, accumulate=update.accumulate,
-                             runner=runner)
+                             cutoff=getattr(update, "cutoff", None), runner=runner)
         new_centers, marked, objective = update(points, sample_weight, centers, labels,
                                                 min_dist, sums, weight, runner=runner)
         bar.update(1)

@@ -11,7 +11,8 @@ update             attention of center j over its members       variant
 ``Mean(sphere)``   uniform, then the token is normalized         spherical k-means
 ``Trim``           norm-max: uniform over the members within     trimmed k-means
                    the (1 - trim)-quantile of the distances
-                   (the layer's sums less the trimmed members)
+                   (the layer's sums within the last radius,
+                   corrected by the points that crossed it)
 ``Sparsemax``      sparsemax of ``-beta ||x - c||^2 / sqrt(d)``  robust k-means
 ``Medoid``         arg-max (with Gumbel noise: a sample) of      k-medoids
                    minus the in-cluster cost; a data point
@@ -86,12 +87,13 @@ class Trim:
     clusters move onto the farthest kept points.
     """
 
-    accumulate = True  # the layer sums every member; the trimmed ones are taken out after
+    accumulate = True  # the layer sums the members within ``cutoff``; corrected after
     strict = True
 
     def __init__(self, n_clusters, trim, mode):
         self.n_clusters, self.trim, self.mode = n_clusters, trim, mode
         self.thresholds = None  # squared distances, shape (n_clusters,)
+        self.cutoff = None  # the layer sums only the members within it: the last radius
 
     def _groups(self, labels):
         if self.mode == "global":
@@ -103,6 +105,7 @@ class Trim:
         score = -min_dist
         cut = group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
         kept = score >= cut[groups]
+        self._radius = -cut if self.mode == "per_cluster" else (-cut).expand(self.n_clusters)
         return torch.where(kept, labels, -1), kept
 
     def _thresholds(self, labels, min_dist, kept):
@@ -122,11 +125,19 @@ class Trim:
         w = kept.to(min_dist.dtype)
         if sample_weight is not None:
             w = w * sample_weight
-        trimmed = torch.nonzero(~kept).flatten()
-        if trimmed.numel() <= points.n // 2:  # take the few trimmed out of the layer's sums
-            _lloyd.subtract_rows(points, sums, labels, trimmed, sample_weight)
-        else:  # most are trimmed: sum the kept ones again
+        # the layer summed the members within the last layer's radius (``cutoff``): correct
+        # by the few whose side changed, which lie near the radius (far outliers never
+        # entered the sums, so their magnitude costs no precision)
+        summed = (torch.ones_like(kept) if self.cutoff is None
+                  else min_dist <= self.cutoff[labels])
+        enter = torch.nonzero(kept & ~summed).flatten()
+        leave = torch.nonzero(summed & ~kept).flatten()
+        if enter.numel() + leave.numel() <= points.n // 2:
+            _lloyd.subtract_rows(points, sums, labels, leave, sample_weight)
+            _lloyd.subtract_rows(points, sums, labels, enter, sample_weight, alpha=1)
+        else:  # most changed sides: sum the kept ones again
             sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
+        self.cutoff = self._radius
         weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
         far_kept = torch.where(kept, min_dist, -1.0)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)

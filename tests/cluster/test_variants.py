@@ -350,3 +350,22 @@ def test_cosine_attention_on_unit_vectors_is_spherical_kmeans():
     assert np.isfinite(soft.predict_proba(X)).all()
     with pytest.raises(ValueError, match="token-level circuit is written for attention"):
         cosine.get_circuit()
+
+
+@pytest.mark.parametrize("trimming", ["global", "per_cluster"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_far_outliers_cost_trimmed_centers_no_precision(trimming, dtype):
+    # the layer sums only the points within the last radius: outliers far away never enter
+    # the final sums, so the kept means are as exact as a fresh sum over the kept points
+    # (outliers symmetric about 0 keep the mean, by which the data are shifted, near 0)
+    rng = np.random.default_rng(0)
+    outliers = np.repeat([[1e4] * 3, [-1e4] * 3], 6, axis=0)
+    X = np.concatenate([rng.normal(0, 1, (300, 3)), rng.normal(8, 1, (300, 3)),
+                        outliers]).astype(dtype)
+    est = TrimmedTransformerKMeans(2, trim=0.05, trimming=trimming, init=X[[0, 300]],
+                                   tol=0, device="cpu").fit(X)
+    assert (est.labels_[-12:] == -1).all()
+    for j in range(2):
+        members = X[est.labels_ == j].astype(np.float64)
+        np.testing.assert_allclose(est.cluster_centers_[j], members.mean(0),
+                                   rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
