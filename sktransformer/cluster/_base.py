@@ -39,6 +39,7 @@ from ..utils import (
     numpy_dtype,
     output_space,
     resolve_device,
+    sample_stride,
     to_numpy,
     to_tensor,
 )
@@ -112,8 +113,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         spherical k-means).
     ``_initialize(points, init, generator, sample_weight)``
         The initial centers (k-means++, random rows or an array).
-    ``_tol(mean_variance)``
-        The tolerance on the center shift.
+    ``_tol(mean_variance)``, ``_location_and_scale(sample)``
+        The tolerance on the center shift; a robust shift and variance (trimming).
     ``_run(points, sample_weight, centers, update, tol, runner)``
         The layers of one initialization (a learned layer instead of the circuit, for
         ``TransformerKMeans(weights=...)``).
@@ -159,6 +160,11 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
     def _tol(self, mean_variance):
         return self.tol * mean_variance
+
+    def _location_and_scale(self, sample):
+        """The shift of the points and the mean feature variance (``tol``'s scale) from
+        evenly spaced rows ``sample``, or None for X's mean and variance."""
+        return None
 
     def _run(self, points, sample_weight, centers, update, tol, runner):
         """The layers of one initialization: (centers, labels, inertia, n_iter)."""
@@ -287,6 +293,9 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             else:
                 Xt = to_tensor(X, device)
                 shift, mean_var = _mean_and_mean_variance(Xt, rows)
+                robust = self._location_and_scale(Xt[::sample_stride(*Xt.shape)])
+                if robust is not None:
+                    shift, mean_var = robust
                 if not self._center_data:
                     shift = torch.zeros_like(shift)
                 points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,

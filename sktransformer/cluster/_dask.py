@@ -24,7 +24,14 @@ import torch
 from sklearn.utils import check_random_state
 
 from ..attention import get_score
-from ..utils import chunk_rows, logger, make_generator, progress, squared_scale_error
+from ..utils import (
+    chunk_rows,
+    logger,
+    make_generator,
+    progress,
+    sample_stride,
+    squared_scale_error,
+)
 from . import _dask_blocks as blocks
 from . import _lloyd
 from ._init import kmeans_plusplus
@@ -181,7 +188,8 @@ def fit(estimator, X, sample_weight):
     random_state = check_random_state(estimator.random_state)
     init = estimator._check_init(X, random_state)
     generator = make_generator(estimator.random_state)
-    data = Blocks(X.map_blocks(estimator._preprocess, dtype=X.dtype), w)
+    X = X.map_blocks(estimator._preprocess, dtype=X.dtype)
+    data = Blocks(X, w)
     spec = {"device": str(estimator.device), "n_clusters": k, "attention": estimator._attention,
             "batch_size": estimator.batch_size, "temperature": kind.get("temperature"),
             "update": kind["update"]}
@@ -190,7 +198,13 @@ def fit(estimator, X, sample_weight):
     shift = np.zeros(d, dtype=X.dtype)
     if estimator._center_data and get_score(spec["attention"]).translation_invariant:
         shift = stats["mean"].astype(X.dtype)
-    tol = estimator._tol(float((stats["m2"] / n).mean()))
+    mean_var = float((stats["m2"] / n).mean())
+    if kind["update"] == "trim":  # the median and a trimmed scale, as in memory
+        sample = torch.as_tensor(np.asarray(X[::sample_stride(n, d)].compute()))  # bounded
+        robust = estimator._location_and_scale(sample)
+        if robust is not None:
+            shift, mean_var = robust[0].numpy().astype(X.dtype), robust[1]
+    tol = estimator._tol(mean_var)
     fitter = _Fitter(estimator, data, spec, kind, shift, X.dtype, stats["w_total"])
     best = None
     for run in range(n_init):

@@ -4,6 +4,7 @@ import math
 from numbers import Real
 
 import numpy as np
+import torch
 
 from ..utils import Interval, StrOptions, as_numpy, follows_input, to_numpy
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
@@ -50,8 +51,10 @@ default="k-means++"
     max_iter : int, default=300
         Maximum number of layers.
     tol : float, default=1e-4
-        Relative tolerance on the total squared center shift (scaled by the mean feature
-        variance). It also stops when no label (outliers included) changes.
+        Relative tolerance on the total squared center shift, scaled by a robust mean
+        feature variance: that of each feature's central ``1 - trim`` values (on up to
+        16,384 evenly spaced rows), so that far outliers do not stop the fit early. It also
+        stops when no label (outliers included) changes.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         Where the circuit runs; ``"auto"`` uses CUDA when present.
     random_state : int, RandomState instance or None, default=None
@@ -146,6 +149,24 @@ default="k-means++"
         return Trim(self.n_clusters, self.trim, self.trimming)
 
     _array_attributes = ("cluster_centers_", "labels_", "thresholds_")
+
+    def _location_and_scale(self, sample):
+        """The coordinate-wise median and the mean over features of the variance of each
+        feature's central ``1 - trim`` values: outliers, which trimming exists for, move
+        neither the shift (float32 precision) nor ``tol``'s scale (the fit would stop
+        after one layer when far outliers inflate the variance)."""
+        if self.trim == 0:  # k-means exactly
+            return None
+        dtype, sample = sample.dtype, sample.to(torch.float64)
+        location = sample.median(0).values
+        low, high = torch.quantile(sample, torch.tensor([self.trim / 2, 1 - self.trim / 2],
+                                                        dtype=torch.float64,
+                                                        device=sample.device), dim=0)
+        central = (sample >= low) & (sample <= high)
+        count = central.sum(0).clamp(min=1)
+        mean = (sample * central).sum(0) / count
+        var = (((sample - mean) * central) ** 2).sum(0) / count
+        return location.to(dtype), float(var.mean())
 
     def _dask_update(self):
         if self.trimming != "global":

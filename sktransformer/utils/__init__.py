@@ -12,7 +12,7 @@ from ._arrays import (
     output_space,
     to_output,
 )
-from ._chunks import chunk_rows, iter_chunks
+from ._chunks import chunk_rows, iter_chunks, sample_stride
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
@@ -44,6 +44,7 @@ __all__ = [
     "output_space",
     "progress",
     "resolve_device",
+    "sample_stride",
     "squared_scale_error",
     "to_numpy",
     "to_output",

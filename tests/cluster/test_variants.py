@@ -369,3 +369,23 @@ def test_far_outliers_cost_trimmed_centers_no_precision(trimming, dtype):
         members = X[est.labels_ == j].astype(np.float64)
         np.testing.assert_allclose(est.cluster_centers_[j], members.mean(0),
                                    rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_far_outliers_move_neither_the_shift_nor_the_tolerance(dtype):
+    # the robust location (median) and scale (trimmed variance): with the mean and the
+    # variance, outliers 1e6 away made tol about 1e6 (one layer, then stop) and left
+    # float32 coordinates with a resolution of about 1e-3
+    X, _ = make_blobs(2000, 2, centers=5, cluster_std=1.0, random_state=1)
+    rng = np.random.default_rng(0)
+    X = np.concatenate([X, rng.uniform(-1e6, 1e6, (40, 2))]).astype(dtype)
+    fit = TrimmedTransformerKMeans(5, trim=0.05, random_state=0, device="cpu").fit(X)
+    exact = TrimmedTransformerKMeans(5, trim=0.05, random_state=0, tol=0,
+                                     device="cpu").fit(X)
+    assert fit.n_iter_ > 1
+    assert fit.inertia_ == pytest.approx(exact.inertia_, rel=1e-3)
+    assert (fit.labels_[-40:] == -1).all()
+    for j in range(5):  # at the fixed point, each center is its kept members' mean
+        members = X[exact.labels_ == j].astype(np.float64)
+        np.testing.assert_allclose(exact.cluster_centers_[j], members.mean(0), rtol=1e-5,
+                                   atol=1e-5)
