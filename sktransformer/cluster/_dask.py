@@ -396,15 +396,10 @@ class _Fitter:
                 logger.info(f"Iteration {i}, inertia {objective}.")
             shift_tot = float((new - centers).square().sum())
             centers = new
-            if strict_capable and changed == 0:
-                strict = True
-                if verbose:
-                    logger.info(f"Converged at iteration {i}: strict convergence.")
-                break
-            if shift_tot <= tol:
-                if verbose:
-                    logger.info(f"Converged at iteration {i}: center shift {shift_tot} "
-                                f"within tolerance {tol}.")
+            reason = _lloyd.stop_reason(i, strict=strict_capable and changed == 0,
+                                        center_shift=shift_tot, tol=tol, verbose=verbose)
+            if reason:
+                strict = reason == "strict"
                 break
         bar.close()
         result = {"centers": centers, "n_iter": i + 1, "inertia": objective, "counts": counts}

@@ -374,6 +374,22 @@ def nearest_rows(points, centers):
     return best_index
 
 
+def stop_reason(i, *, strict, center_shift, tol, verbose=0):
+    """Why the loop stops after layer ``i``: ``"strict"`` (the labels did not change),
+    ``"tol"`` (the total squared center shift is within ``tol``) or None; logged in
+    scikit-learn's words when ``verbose``."""
+    if strict:
+        if verbose:
+            logger.info(f"Converged at iteration {i}: strict convergence.")
+        return "strict"
+    if center_shift <= tol:
+        if verbose:
+            logger.info(f"Converged at iteration {i}: center shift {center_shift} within "
+                        f"tolerance {tol}.")
+        return "tol"
+    return None
+
+
 def run_layers(points, sample_weight, centers, *, update, temperature=None, max_iter, tol,
                verbose=0, runner=_SERIAL):
     """Apply the layer until convergence or ``max_iter`` layers (scikit-learn's Lloyd loop).
@@ -405,15 +421,10 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
             logger.info(f"Iteration {i}, inertia {objective}.")
         shift_tot = float((new_centers - centers).square().sum())
         centers = new_centers
-        if update.strict and torch.equal(marked, labels_old):
-            strict = True
-            if verbose:
-                logger.info(f"Converged at iteration {i}: strict convergence.")
-            break
-        if shift_tot <= tol:
-            if verbose:
-                logger.info(f"Converged at iteration {i}: center shift {shift_tot} "
-                            f"within tolerance {tol}.")
+        reason = stop_reason(i, strict=update.strict and torch.equal(marked, labels_old),
+                             center_shift=shift_tot, tol=tol, verbose=verbose)
+        if reason:
+            strict = reason == "strict"
             break
         if marked is labels:
             labels, labels_old = labels_old, labels
