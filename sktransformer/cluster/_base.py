@@ -42,6 +42,7 @@ from ..utils import (
     sample_stride,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 from . import _dask, _lloyd
 from ._init import kmeans_plusplus, random_rows
@@ -333,8 +334,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         check_squared_scale(X)
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True, data=X)
-        centers = to_tensor(self.cluster_centers_, device,
-                            dtype=getattr(torch, numpy_dtype(X).name))
+        centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
         rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
         points = point_tokens(X, device, rows=rows, attention=self._attention,
                               shift=centers.mean(0))

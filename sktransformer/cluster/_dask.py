@@ -243,7 +243,7 @@ class _Fitter:
         self.k = estimator.n_clusters
 
     def _tensor(self, array):
-        return torch.as_tensor(np.asarray(array), dtype=getattr(torch, str(self.dtype)))
+        return torch.as_tensor(np.asarray(array, dtype=self.dtype))
 
     # -- initial centers -------------------------------------------------------------
 

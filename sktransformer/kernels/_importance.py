@@ -28,6 +28,7 @@ from ..utils import (
     output_space,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 from ._hamiltonian import target_codes
 from ._particles import _validate_targets, resolve_gamma
@@ -186,7 +187,7 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         """
         check_is_fitted(self)
         X = check_data(self, X, reset=False)
-        dtype = getattr(torch, numpy_dtype(X).name)
+        dtype = torch_dtype(X)
         with torch.inference_mode():  # a CPU estimator (no device parameter)
             Z = features("rff", to_tensor(X, "cpu", dtype=torch.float64),
                          to_tensor(self.particles_, "cpu", dtype=torch.float64),

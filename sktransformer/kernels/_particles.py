@@ -37,6 +37,7 @@ from ..utils import (
     resolve_device,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 from ._hamiltonian import ALIGNMENTS, target_codes
 from ._langevin import train_particles
@@ -262,8 +263,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         device = resolve_device(self.device, data=X)
         if generator is None:
             generator = make_generator(self.random_state, device=device)
-        np_dtype = numpy_dtype(X)
-        dtype = getattr(torch, np_dtype.name)
+        np_dtype, dtype = numpy_dtype(X), torch_dtype(X)
         Xt = to_tensor(X, device, dtype=dtype)
         self.gamma_ = resolve_gamma(self.gamma, Xt)
         U, b = initial_particles(self.kernel, n_particles(self.kernel, self.n_components),
@@ -356,7 +356,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         check_is_fitted(self)
         X = check_data(self, X, reset=False)
         device = resolve_device(self.device, fallback=True, data=X)
-        dtype = getattr(torch, numpy_dtype(X).name)
+        dtype = torch_dtype(X)
         with torch.inference_mode():
             return features(self.kernel, to_tensor(X, device, dtype=dtype),
                             to_tensor(self.particles_, device, dtype=dtype),

@@ -13,7 +13,6 @@ from ..utils import (
     ArrayAPISupport,
     Interval,
     StrOptions,
-    as_numpy,
     check_data,
     check_data_and_target,
     check_squared_scale,
@@ -22,12 +21,12 @@ from ..utils import (
     logger,
     logs_verbosely,
     make_generator,
-    numpy_dtype,
     output_space,
     progress,
     resolve_device,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 
 # Euclidean attention as one matmul of augmented tokens: the registry's token algebra
@@ -173,7 +172,7 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         if len(X) < 2:
             raise ValueError(f"n_samples={len(X)}: leave-one-out needs at least 2 samples.")
         device = resolve_device(self.device, data=X)
-        dtype = getattr(torch, numpy_dtype(X).name)  # float32 data: float32 throughout
+        dtype = torch_dtype(X)  # float32 data: float32 throughout
         generator = make_generator(self.random_state, device=device)
         self._y_1d = y.ndim == 1
         Xt = to_tensor(X, device, dtype=dtype)
@@ -242,7 +241,7 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         check_squared_scale(X)
         device = resolve_device(self.device, fallback=True, data=X)
         generator = make_generator(self.random_state, device=device)
-        dtype = self._dtype()
+        dtype = torch_dtype(self._keys)  # the fitted arrays' (X's in fit)
 
         def fitted(name):
             return to_tensor(getattr(self, name), device, dtype=dtype)
@@ -253,12 +252,5 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
             out = self._attend(Q, fitted("_keys"), fitted("_values"),
                                min(self.n_neighbors, self._keys.shape[0]), self.approximation,
                                generator)
-            y = (out * fitted("_y_scale") + fitted("_y_mean")).to(
-                getattr(torch, numpy_dtype(X).name))
+            y = (out * fitted("_y_scale") + fitted("_y_mean")).to(torch_dtype(X))
         return y.reshape(-1) if self._y_1d else y
-
-    def _dtype(self):
-        """The dtype of the fitted arrays (X's in fit)."""
-        keys = self._keys
-        return keys.dtype if isinstance(keys, torch.Tensor) else getattr(
-            torch, numpy_dtype(as_numpy(keys)).name)

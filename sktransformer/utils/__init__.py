@@ -11,6 +11,7 @@ from ._arrays import (
     numpy_dtype,
     output_space,
     to_output,
+    torch_dtype,
 )
 from ._chunks import chunk_rows, iter_chunks, sample_stride
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
@@ -49,5 +50,6 @@ __all__ = [
     "to_numpy",
     "to_output",
     "to_tensor",
+    "torch_dtype",
     "verbosity",
 ]

@@ -125,10 +125,17 @@ def check_data_and_target(estimator, X, y, *, multi_output=False, y_numeric=Fals
 
 
 def numpy_dtype(X):
-    """X's float dtype as a numpy dtype (X: numpy, sparse or tensor)."""
-    if isinstance(X, torch.Tensor):
-        return np.dtype(str(X.dtype).removeprefix("torch."))
+    """X's dtype as a numpy dtype (X: numpy, sparse, a tensor or an array-API array)."""
+    if is_tensor(X):
+        return np.dtype(str(as_tensor(X).dtype).removeprefix("torch."))
     return np.dtype(X.dtype)
+
+
+def torch_dtype(X):
+    """X's dtype as a torch dtype (X: numpy, sparse, a tensor or an array-API array)."""
+    if is_tensor(X):
+        return as_tensor(X).dtype
+    return getattr(torch, np.dtype(X.dtype).name)
 
 
 def output_space(X):

@@ -4,6 +4,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ._arrays import numpy_dtype
+
 
 def check_squared_scale(X, *, name="X"):
     """Raise ``ValueError`` when sums of squared differences of X's rows may overflow.
@@ -19,7 +21,7 @@ def check_squared_scale(X, *, name="X"):
         if X.numel() == 0:
             return
         low, high = torch.aminmax(X)
-        largest, dtype = max(-float(low), float(high)), str(X.dtype).removeprefix("torch.")
+        largest, dtype = max(-float(low), float(high)), numpy_dtype(X)
     else:
         values = X.data if sp.issparse(X) else X
         if values.size == 0:
