@@ -293,10 +293,9 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                 points = point_tokens(X, device, rows=rows, attention=self._attention)
             else:
                 Xt = to_tensor(X, device)
-                shift, mean_var = _mean_and_mean_variance(Xt, rows)
                 robust = self._location_and_scale(Xt[::sample_stride(*Xt.shape)])
-                if robust is not None:
-                    shift, mean_var = robust
+                shift, mean_var = (robust if robust is not None
+                                   else _mean_and_mean_variance(Xt, rows))
                 if not self._center_data:
                     shift = torch.zeros_like(shift)
                 points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,

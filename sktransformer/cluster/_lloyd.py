@@ -305,10 +305,10 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     return sum(runner.map(span, points.n))
 
 
-def subtract_rows(points, sums, labels, index, sample_weight=None, *, alpha=-1):
-    """``sums[labels_i] -= w_i (x_i - shift)`` for the points ``index`` (``alpha=1``: add;
-    IN/OUT: ``sums``), by chunks: trimming's correction of a layer's sums, without a second
-    pass over X."""
+def add_rows(points, sums, labels, index, sample_weight=None, *, alpha=1):
+    """``sums[labels_i] += alpha w_i (x_i - shift)`` for the points ``index`` (IN/OUT:
+    ``sums``), by chunks: trimming's correction of a layer's sums, without a second pass
+    over X."""
     for sl in iter_chunks(index.numel(), points.rows):
         rows = index[sl]
         values = points.rows_of(rows)

@@ -105,8 +105,8 @@ class Trim:
         score = -min_dist
         cut = group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
         kept = score >= cut[groups]
-        self._radius = -cut if self.mode == "per_cluster" else (-cut).expand(self.n_clusters)
-        return torch.where(kept, labels, -1), kept
+        radius = -cut if self.mode == "per_cluster" else (-cut).expand(self.n_clusters)
+        return torch.where(kept, labels, -1), kept, radius
 
     def _thresholds(self, labels, min_dist, kept):
         """Per cluster, the squared distance of the farthest kept point, ``inf`` where
@@ -121,7 +121,7 @@ class Trim:
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
-        marked, kept = self._mark(labels, min_dist, sample_weight)
+        marked, kept, radius = self._mark(labels, min_dist, sample_weight)
         w = kept.to(min_dist.dtype)
         if sample_weight is not None:
             w = w * sample_weight
@@ -133,11 +133,11 @@ class Trim:
         enter = torch.nonzero(kept & ~summed).flatten()
         leave = torch.nonzero(summed & ~kept).flatten()
         if enter.numel() + leave.numel() <= points.n // 2:
-            _lloyd.subtract_rows(points, sums, labels, leave, sample_weight)
-            _lloyd.subtract_rows(points, sums, labels, enter, sample_weight, alpha=1)
+            _lloyd.add_rows(points, sums, labels, leave, sample_weight, alpha=-1)
+            _lloyd.add_rows(points, sums, labels, enter, sample_weight)
         else:  # most changed sides: sum the kept ones again
             sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
-        self.cutoff = self._radius
+        self.cutoff = radius
         weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
         far_kept = torch.where(kept, min_dist, -1.0)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
@@ -145,7 +145,7 @@ class Trim:
         return new, marked, _objective(min_dist, sample_weight, kept)
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
-        marked, kept = self._mark(labels, min_dist, sample_weight)
+        marked, kept, _ = self._mark(labels, min_dist, sample_weight)
         self.thresholds = self._thresholds(labels, min_dist, kept)
         return centers, marked, _objective(min_dist, sample_weight, kept)
 
