@@ -46,6 +46,17 @@ def _weights(w, points):
     return to_tensor(w, points.X.device, dtype=points.X.dtype)
 
 
+def _host_weights(w, n):
+    """The block's weights as float64 on the host (ones without ``sample_weight``)."""
+    return np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+
+
+def _uniforms(seed, n):
+    """``n`` uniform draws from a local generator seeded for this block and pass."""
+    return torch.rand(n, dtype=torch.float64,
+                      generator=torch.Generator().manual_seed(int(seed))).numpy()
+
+
 def add(a, b):
     """Sum of two summaries, key by key."""
     return {key: a[key] + b[key] for key in a}
@@ -105,17 +116,19 @@ def layer(X, w, state, spec, centers, shift):
                      "min_dist": to_numpy(min_dist)}
         if state is not None and "marked" in state:  # trimming's last output labels
             new_state["marked"] = state["marked"]
-        summary = {"cost": float(cost.sum()), "changed": _changed(state, new_state["labels"]),
+        previous = None if state is None else state.get("labels")
+        summary = {"cost": float(cost.sum()), "changed": _changed(previous, new_state["labels"]),
                    "counts": np.bincount(new_state["labels"], minlength=c.shape[0])}
         if accumulate:
             summary.update(sums=to_numpy(sums), weight=to_numpy(weight))
     return new_state, summary
 
 
-def _changed(state, labels):
-    if state is None or "labels" not in state:
+def _changed(previous, labels):
+    """Labels that differ from the last pass's (all of them on the first)."""
+    if previous is None:
         return labels.shape[0]
-    return int((state["labels"] != labels).sum())
+    return int((previous != labels).sum())
 
 
 def below(X, w, state, spec, lo, hi, n_bins):
@@ -123,7 +136,7 @@ def below(X, w, state, spec, lo, hi, n_bins):
     (``n_bins`` equal bins), with the count, minimum and maximum there: one round of the
     exact distributed selection of the trimming threshold."""
     dist = state["min_dist"].astype(np.float64)
-    wt = np.ones_like(dist) if w is None else np.asarray(w, dtype=np.float64)
+    wt = _host_weights(w, len(dist))
     inside = (dist > lo) & (dist <= hi)
     hist = np.zeros(n_bins)
     if inside.any() and np.isfinite(hi):  # the first round only finds the largest
@@ -150,8 +163,7 @@ def values_in(X, w, state, spec, lo, hi):
     when few are left."""
     dist = state["min_dist"].astype(np.float64)
     inside = (dist > lo) & (dist <= hi)
-    wt = np.ones(int(inside.sum())) if w is None else np.asarray(w, np.float64)[inside]
-    return state, {"values": dist[inside], "weights": wt}
+    return state, {"values": dist[inside], "weights": _host_weights(w, len(dist))[inside]}
 
 
 def concat(a, b):
@@ -175,8 +187,7 @@ def trim_sums(X, w, state, spec, centers, shift, threshold):
         marked = to_numpy(marked).astype(np.int32)
         summary = {"sums": to_numpy(sums), "weight": to_numpy(weight),
                    "cost": float((min_dist * wt).sum()),
-                   "changed": _changed({"labels": state.get("marked")}
-                                       if "marked" in state else None, marked),
+                   "changed": _changed(state.get("marked"), marked),
                    "trimmed": int((~kept).sum()),
                    "far_kept": np.array([float(min_dist[kept].max()) if kept.any() else 0.0])}
     return {**state, "marked": marked}, summary
@@ -210,14 +221,11 @@ def farthest_merge(a, b):
 def random_keys(X, w, state, spec, seed, n_keys):
     """Efraimidis-Spirakis keys ``log(u) / w``: the rows with the ``n_keys`` largest keys of
     all blocks are a draw without replacement in proportion to the weights."""
-    generator = torch.Generator().manual_seed(int(seed))
-    u = torch.rand(X.shape[0], dtype=torch.float64, generator=generator).numpy()
-    wt = np.ones(X.shape[0]) if w is None else np.asarray(w, np.float64)
+    wt = _host_weights(w, X.shape[0])
     with np.errstate(divide="ignore"):
-        keys = np.where(wt > 0, np.log(u) / wt, -np.inf)
+        keys = np.where(wt > 0, np.log(_uniforms(seed, X.shape[0])) / wt, -np.inf)
     top = np.argsort(-keys, kind="stable")[:n_keys]
     return state, {"dist": keys[top], "rows": X[top], "w": wt[top],
-                   "labels": np.zeros(len(top), np.int32),
                    "positive": np.array([int((wt > 0).sum())])}
 
 
@@ -238,17 +246,14 @@ def closest(X, w, state, spec, shift, new_centers):
         d2 = to_numpy(d2.min(1).values).astype(np.float64)
     if state is not None and "closest" in state:
         d2 = np.minimum(state["closest"], d2)
-    wt = np.ones_like(d2) if w is None else np.asarray(w, np.float64)
-    return {"closest": d2}, {"potential": float((wt * d2).sum())}
+    return {"closest": d2}, {"potential": float((_host_weights(w, len(d2)) * d2).sum())}
 
 
 def oversample(X, w, state, spec, seed, scale):
     """k-means||: each row is drawn independently with probability
     ``min(1, scale * w D^2)`` (``scale = l / potential``)."""
-    generator = torch.Generator().manual_seed(int(seed))
-    u = torch.rand(X.shape[0], dtype=torch.float64, generator=generator).numpy()
-    wt = np.ones(X.shape[0]) if w is None else np.asarray(w, np.float64)
-    drawn = u < scale * wt * state["closest"]
+    drawn = (_uniforms(seed, X.shape[0])
+             < scale * _host_weights(w, X.shape[0]) * state["closest"])
     return state, {"rows": X[drawn]}
 
 
