@@ -357,13 +357,8 @@ class _Fitter:
             return
         far = self.data.run(blocks.farthest, blocks.farthest_merge, self.spec, self.shift,
                             empty.numel(), threshold)
-        x, w = self._tensor(far["rows"]), self._tensor(far["w"])
-        if hard:
-            old = torch.as_tensor(far["labels"]).long()
-            sums.index_add_(0, old, -x * w.unsqueeze(1))
-            weight.index_add_(0, old, -w)
-        sums[empty] = x * w.unsqueeze(1)
-        weight[empty] = w
+        _lloyd.reseat(sums, weight, empty, self._tensor(far["rows"]), self._tensor(far["w"]),
+                      torch.as_tensor(far["labels"]).long() if hard else None)
 
     def _step(self, centers):
         """One layer: new centers, labels changed, the objective of ``centers``, counts."""

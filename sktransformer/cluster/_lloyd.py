@@ -272,13 +272,19 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
     far = torch.topk(min_dist, n_empty).indices
     x = points.rows_of(far)
     w = x.new_ones(n_empty) if sample_weight is None else sample_weight[far]
-    if hard:
-        old = labels[far]
+    reseat(sums, weight_in_clusters, empty, x, w, labels[far] if hard else None)
+    return empty, far
+
+
+def reseat(sums, weight_in_clusters, empty, x, w, old=None):
+    """The clusters ``empty`` take the points ``x`` of weights ``w`` as their only members;
+    with ``old`` (hard mode) the points leave the clusters they were counted in. IN/OUT:
+    ``sums``, ``weight_in_clusters``."""
+    if old is not None:
         sums.index_add_(0, old, -x * w.unsqueeze(1))
         weight_in_clusters.index_add_(0, old, -w)
     sums[empty] = x * w.unsqueeze(1)
     weight_in_clusters[empty] = w
-    return empty, far
 
 
 def average(sums, weight_in_clusters, old_centers):
