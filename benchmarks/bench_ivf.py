@@ -1,6 +1,7 @@
 """IVFIndex: recall and time against the fraction of cells scanned, on four kinds of keys.
 
     python benchmarks/bench_ivf.py [--n 65536] [--queries 2048] [--json F]
+    python benchmarks/bench_ivf.py --exact 65536 262144 [--repeats 7]
 
 Keys and queries of d = 64 from one distribution (queries drawn apart from the keys):
 ``gaussian`` (isotropic), ``clustered`` (256 tight Gaussian clusters of random scales),
@@ -10,6 +11,10 @@ keys, 2,048 queries). The top 32 keys by inner product; recall is the share of t
 top 32 found. For each kind: the build (``sqrt(n)`` cells, k-means on a 16,384-key
 subsample), the search at ``n_probe`` fractions, and in the same run the exact search of
 ``topk_keys`` and of ``faiss.knn`` (inner product), with the BLAS kernel printed.
+
+``--exact``: only the exact searches on Gaussian keys of the given sizes, ``topk_keys``
+and ``faiss.knn`` interleaved ``--repeats`` times; prints the median of the paired time
+ratios and their range.
 """
 
 import argparse
@@ -64,17 +69,46 @@ def recall(found, exact):
     return float((found.unsqueeze(-1) == exact.unsqueeze(-2)).any(-1).float().mean())
 
 
+def exact_study(sizes, n_queries, repeats):
+    """Paired time ratios topk_keys / faiss.knn, interleaved in one process."""
+    rows = []
+    for n in sizes:
+        keys, queries = keys_and_queries("gaussian", n, n_queries)
+        ratios, times = [], []
+        for _ in range(repeats):
+            (_, ours), t_ours = timed(lambda: topk_keys(queries, keys, K))
+            (_, theirs), t_faiss = timed(lambda: faiss.knn(
+                queries.numpy(), keys.numpy(), K, metric=faiss.METRIC_INNER_PRODUCT))
+            ratios.append(t_ours / t_faiss)
+            times.append((t_ours, t_faiss))
+        assert recall(torch.from_numpy(theirs), ours) > 0.999
+        med = float(np.median(ratios))
+        print(f"n = {n}: topk_keys / faiss.knn median {med:.2f} (range {min(ratios):.2f}-"
+              f"{max(ratios):.2f}); median times {np.median([t for t, _ in times]):.3f} / "
+              f"{np.median([t for _, t in times]):.3f} s", flush=True)
+        rows.append({"n_keys": n, "n_queries": n_queries, "ratios": ratios, "times": times})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=65536)
     parser.add_argument("--queries", type=int, default=2048)
+    parser.add_argument("--exact", type=int, nargs="+")
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json")
     args = parser.parse_args()
     blas = {(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()}
-    print(f"BLAS: {sorted(blas, key=str)}")
-    rows = []
+    print(f"BLAS: {sorted(blas, key=str)}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
     warm_k, warm_q = keys_and_queries("gaussian", 4096, 256)
     topk_keys(warm_q, warm_k, K)  # the first call of a process pays torch's set-up
+    if args.exact:
+        rows = exact_study(args.exact, args.queries, args.repeats)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     for kind in ("gaussian", "clustered", "low-rank", "embeddings"):
         keys, queries = keys_and_queries(kind, args.n, args.queries)
         (_, exact), t_exact = timed(lambda: topk_keys(queries, keys, K))

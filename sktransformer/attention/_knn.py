@@ -2,10 +2,11 @@
 
 For query ``q_i``, ``P_i = softmax(q_i K^T * scale)`` is a distribution over the keys and the
 attention output is ``o_i = E_{j ~ P_i}[v_j]`` (Haris, "kNN Attention Demystified", ICLR
-2025). The top-k keys ``S_i`` are found by blocks of queries (``torch.topk`` on a
-``(block, n_keys)`` score tile), or by an approximate index (:class:`IVFIndex`); the
-estimators then run by blocks of queries too, so memory is ``O(n k + tile)``, never
-``n x n``. Three estimators of ``o_i`` from ``S_i``:
+2025). The top-k keys ``S_i`` are found by blocks of queries, exactly (cache-sized score
+tiles reduced to group maxima, whose best groups are scored again: :func:`_filtered_topk`;
+``torch.topk`` on a ``(block, n_keys)`` tile for few keys), or by an approximate index
+(:class:`IVFIndex`); the estimators then run by blocks of queries too, so memory is
+``O(n k + tile)``, never ``n x n``. Three estimators of ``o_i`` from ``S_i``:
 
 * ``"truncated"``: the softmax renormalized over ``S_i``; biased by the dropped tail mass.
 * ``"tail"``: the partition sum and the numerator each corrected by ``l`` keys drawn
@@ -26,6 +27,10 @@ import torch
 
 ESTIMATORS = ("truncated", "tail", "gumbel")
 _TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in float32
+# the exact search's filter: score tiles of _CHUNK keys (a tile of queries x _CHUNK stays in
+# cache), reduced to the maximum of each group of _GROUP keys, groups of _SUPER groups
+_CHUNK, _GROUP, _SUPER = 1024, 4, 32
+_CACHED = 1 << 19  # elements of a cache-sized score tile: 2 MB in float32
 # lazy draws of a query switch to its full row past this many tail candidates per key: a
 # candidate scored by gathers costs about ten keys of a dense row (measured on the CPU)
 _DENSE = 0.1
@@ -74,7 +79,7 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
     when ``n_q < n_k``, as in decoding); a query with fewer than ``n_neighbors`` visible keys
     gets ``-inf`` scores for the missing ones, as do excluded keys.
 
-    ``index``: ``None`` for the exact top-k (score tiles of ``block`` queries); or an
+    ``index``: ``None`` for the exact top-k (by blocks of ``block`` queries); or an
     approximate index such as :class:`IVFIndex` (not causal). Either way the scores of the
     selected keys are recomputed in ``q``'s dtype, so they are differentiable in ``q``
     and ``k``.
@@ -91,19 +96,25 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
         raise ValueError("An approximate index searches all keys: it cannot be causal; "
                          "use index=None for causal attention.")
     found = None if index is None else index.search(q, k, kk)
-    if block is None:  # a score tile, or (index) the gathered keys of a block
-        width = n_k if found is None else kk * q.shape[-1]
-        block = max(1, _TILE // (width * _batch(q, k)))
+    filtered = found is None and _filters(n_k, kk)
+    batch = _batch(q, k)
+    if block is None:  # a score tile, the filter's maxima, or (index) a block's keys
+        if filtered:
+            block = min(_CACHED // _CHUNK, _TILE // (n_k // _GROUP)) // batch
+        else:
+            block = _TILE // ((n_k if found is None else kk * q.shape[-1]) * batch)
+        block = max(1, block)
     positions = _positions(n_q, n_k, q.device) if causal else None
-    # the tile's values serve unless the scores must be differentiable
+    # the search's values serve unless the scores must be differentiable
     reuse = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
-    scores, indices, tile = [], [], None
+    search = _filtered_topk if filtered else _exact_topk
+    scores, indices, buffers = [], [], None
     for sl in _blocks(n_q, block):
         ex = None if exclude is None else exclude[..., sl]
         pos = None if positions is None else positions[sl]
         sc = None
         if found is None:
-            sc, idx, tile = _exact_topk(q[..., sl, :], k, kk, s, ex, pos, tile)
+            sc, idx, buffers = search(q[..., sl, :], k, kk, s, ex, pos, buffers)
         else:
             idx = found[..., sl, :]
         missing = idx < 0
@@ -117,22 +128,104 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
     return torch.cat(scores, -2), torch.cat(indices, -2)
 
 
+def _filters(n_k, kk):
+    """Whether the exact search goes through the group filter: its candidates, ``kk``
+    groups of keys, are at most an eighth of the keys."""
+    return kk * _GROUP * 8 <= n_k
+
+
+def _hide(tile, start, exclude, positions):
+    """Set to ``-inf`` the scores of a tile of keys from ``start`` that their queries may
+    not see: later than the query (``positions``), or its ``exclude`` key."""
+    if positions is not None:
+        cols = torch.arange(start, start + tile.shape[-1], device=tile.device)
+        tile.masked_fill_(cols > positions.unsqueeze(-1), -torch.inf)
+    if exclude is not None:
+        col = (exclude - start).unsqueeze(-1).expand(*tile.shape[:-1], 1)
+        inside = (col >= 0) & (col < tile.shape[-1])
+        col = col.clamp(0, tile.shape[-1] - 1)
+        tile.scatter_(-1, col, tile.gather(-1, col).masked_fill(inside, -torch.inf))
+
+
+def _buffer(buffer, shape, q, k):
+    """``buffer`` when it has ``shape``, else a new one for scores of ``q`` and ``k``: blocks
+    reuse their tiles (a fresh one per block costs page faults)."""
+    if buffer is None or buffer.shape != shape:
+        buffer = torch.empty(shape, dtype=torch.result_type(q, k), device=q.device)
+    return buffer
+
+
 @torch.no_grad()
 def _exact_topk(q, k, kk, scale, exclude, positions, tile=None):
     """Scores and indices of the ``kk`` best keys of each query of a block, from one score
-    tile, and the tile (reused by the next block: a fresh one per block costs page
-    faults)."""
+    tile over all the keys, and the tile (for the next block)."""
     shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
-    if tile is None or tile.shape != shape:
-        tile = torch.empty(shape, dtype=torch.result_type(q, k), device=q.device)
+    tile = _buffer(tile, shape, q, k)
     torch.matmul(q * scale, k.transpose(-1, -2), out=tile)
-    if positions is not None:
-        cols = torch.arange(k.shape[-2], device=q.device)
-        tile.masked_fill_(cols > positions.unsqueeze(-1), -torch.inf)
-    if exclude is not None:
-        ex = exclude.unsqueeze(-1).expand(*tile.shape[:-1], 1)
-        tile.scatter_(-1, ex, -torch.inf)
+    _hide(tile, 0, exclude, positions)
     return *torch.topk(tile, kk, dim=-1, sorted=False), tile
+
+
+@torch.no_grad()
+def _filtered_topk(q, k, kk, scale, exclude, positions, buffers=None):
+    """:func:`_exact_topk` by cache-sized tiles, with a group filter in place of a top-k
+    over every score.
+
+    The keys of each tile of ``_CHUNK`` fall in groups of ``_GROUP`` (strided, so the
+    maxima are one vectorized reduction), and only each group's maximum is kept. The
+    ``kk`` best keys lie in the ``kk`` groups of highest maximum: a group outranked by
+    ``kk`` others has ``kk`` keys above its best one. The same holds one level up, so
+    those groups are found among the ``kk`` best sets of ``_SUPER`` groups. Their
+    ``kk * _GROUP`` keys are scored again and the best ``kk`` kept, all of them exact.
+    Returns the scores, the indices and the buffers (for the next block).
+    """
+    n_k = k.shape[-2]
+    per_chunk = _CHUNK // _GROUP
+    shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2])
+    tile, maxima = buffers or (None, None)
+    tile = _buffer(tile, (*shape, _CHUNK), q, k)
+    maxima = _buffer(maxima, (*shape, -(-n_k // _CHUNK) * per_chunk), q, k)
+    qs = q * scale
+    for i, start in enumerate(range(0, n_k, _CHUNK)):
+        keys = k[..., start:start + _CHUNK, :].transpose(-1, -2)
+        if keys.shape[-1] == _CHUNK:
+            torch.matmul(qs, keys, out=tile)
+        else:  # the last chunk's missing keys score -inf
+            tile[..., :keys.shape[-1]] = qs @ keys
+            tile[..., keys.shape[-1]:] = -torch.inf
+        _hide(tile, start, exclude, positions)
+        _group_maxima(tile, maxima[..., i * per_chunk:(i + 1) * per_chunk])
+    groups = _best_groups(maxima, kk)
+    # group g (of chunk g // per_chunk) holds the keys at per_chunk steps from its first
+    first = groups // per_chunk * _CHUNK + groups % per_chunk
+    steps = torch.arange(_GROUP, device=q.device) * per_chunk
+    idx = (first.unsqueeze(-1) + steps).flatten(-2)
+    idx = idx.masked_fill(idx >= n_k, -1)
+    sc = _scores_of(q, k, idx, scale)
+    sc = sc.masked_fill((idx < 0) | _hidden(idx, exclude, positions), -torch.inf)
+    sc, best = sc.topk(kk, sorted=False)
+    return sc, idx.gather(-1, best), (tile, maxima)
+
+
+def _group_maxima(tile, out):
+    """``out[..., j]``: the maximum of ``tile[..., j::out.shape[-1]]``, by halving
+    elementwise maxima (a reduction kernel would first fill ``out``)."""
+    while tile.shape[-1] > 2 * out.shape[-1]:
+        half = tile.shape[-1] // 2
+        tile = torch.maximum(tile[..., :half], tile[..., half:])
+    torch.maximum(tile[..., :out.shape[-1]], tile[..., out.shape[-1]:], out=out)
+
+
+def _best_groups(maxima, kk):
+    """Indices of the ``kk`` highest ``maxima``: a top-k over the maxima of ``_SUPER``
+    strided sets of them first, when those are at least ``kk``."""
+    width = maxima.shape[-1] // _SUPER  # exact: _SUPER divides _CHUNK // _GROUP
+    if width < kk:
+        return maxima.topk(kk, sorted=False).indices
+    sets = maxima.unflatten(-1, (_SUPER, width)).amax(-2).topk(kk, sorted=False).indices
+    steps = torch.arange(_SUPER, device=maxima.device) * width
+    groups = (sets.unsqueeze(-1) + steps).flatten(-2)
+    return groups.gather(-1, maxima.gather(-1, groups).topk(kk, sorted=False).indices)
 
 
 def _gather_rows(v, indices):

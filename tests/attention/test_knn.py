@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from sktransformer.attention import knn_attention, knn_attention_grad, topk_keys
+from sktransformer.attention._knn import _CHUNK, _GROUP
 
 
 def _qkv(n=300, d=16, bound=2.0, heads=(2,), seed=0):
@@ -34,6 +35,43 @@ def test_topk_by_blocks_equals_a_full_topk():
     full = torch.topk(q @ k.transpose(-1, -2) / 4, 10, dim=-1)
     torch.testing.assert_close(scores, full.values)
     assert torch.equal(idx, full.indices)
+
+
+def _full_topk(q, k, kk, causal=False, exclude=None):
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    n_q, n_k = s.shape[-2:]
+    if causal:
+        later = torch.arange(n_k) > (torch.arange(n_q) + n_k - n_q).unsqueeze(-1)
+        s = s.masked_fill(later, -torch.inf)
+    if exclude is not None:
+        s = s.masked_fill(torch.arange(n_k) == exclude.unsqueeze(-1), -torch.inf)
+    return torch.topk(s, kk, dim=-1)
+
+
+@pytest.mark.parametrize("n_k, kk, q_lead, k_lead", [
+    (2500, 4, (2,), (2,)),  # a partial last tile; groups found through sets of groups
+    (2000, 30, (), ()),  # too few sets of groups: a top-k over the groups
+    (3072, 8, (2, 3), (3,)),  # broadcast heads
+])
+@pytest.mark.parametrize("mask", ["none", "causal", "exclude"])
+def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask):
+    g = torch.Generator().manual_seed(n_k)
+    n_q = 150
+    q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=torch.float64)
+    exclude = torch.randint(0, n_k, (n_q,), generator=g) if mask == "exclude" else None
+    # the queries' best keys fill two groups of the filter (keys _CHUNK // _GROUP apart in
+    # the first tile, and the next ones)
+    step = _CHUNK // _GROUP
+    best = torch.cat([torch.arange(_GROUP) * step, torch.arange(_GROUP) * step + 1])
+    first = q.reshape(-1, 16)[0]
+    k[..., best, :] = 5 * first * torch.linspace(1, 1.1, len(best)).unsqueeze(-1)
+    scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude, block=64)
+    full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
+    torch.testing.assert_close(scores, full.values)
+    seen = torch.isfinite(full.values)  # a causal query sees fewer than kk keys at first
+    assert torch.equal(idx[seen], full.indices[seen])
+    assert bool((idx >= 0).all()) and bool((idx < n_k).all())
 
 
 def test_causal_output_never_depends_on_later_tokens():
