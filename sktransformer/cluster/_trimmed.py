@@ -13,6 +13,14 @@ from ._init import kmeans_plusplus
 from ._updates import Trim
 
 
+def _quantile(ordered, q):
+    """``torch.quantile(x, q, dim=0)`` (linear interpolation) from ``x`` sorted along 0."""
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return torch.lerp(ordered[below], ordered[above], position - below)
+
+
 class TrimmedTransformerKMeans(BaseCircuitClustering):
     """Trimmed k-means: the points farthest from their centers are outliers, left out.
 
@@ -53,7 +61,7 @@ default="k-means++"
     tol : float, default=1e-4
         Relative tolerance on the total squared center shift, scaled by a robust mean
         feature variance: that of each feature's central ``1 - trim`` values (on up to
-        16,384 evenly spaced rows), so that far outliers do not stop the fit early. It also
+        4,096 evenly spaced rows), so that far outliers do not stop the fit early. It also
         stops when no label (outliers included) changes.
     device : {"auto", "cpu", "cuda", "cuda:N"} or torch.device, default="auto"
         Where the circuit runs; ``"auto"`` uses CUDA when present.
@@ -158,10 +166,9 @@ default="k-means++"
         if self.trim == 0:  # k-means exactly
             return None
         dtype, sample = sample.dtype, sample.to(torch.float64)
-        location = sample.median(0).values
-        low, high = torch.quantile(sample, torch.tensor([self.trim / 2, 1 - self.trim / 2],
-                                                        dtype=torch.float64,
-                                                        device=sample.device), dim=0)
+        ordered = sample.sort(0).values  # one sort serves the median and both quantiles
+        location = ordered[(len(ordered) - 1) // 2]  # the lower median, as torch.median
+        low, high = (_quantile(ordered, q) for q in (self.trim / 2, 1 - self.trim / 2))
         central = (sample >= low) & (sample <= high)
         count = central.sum(0).clamp(min=1)
         mean = (sample * central).sum(0) / count

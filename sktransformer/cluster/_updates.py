@@ -100,12 +100,15 @@ class Trim:
             return torch.zeros_like(labels), 1
         return labels, self.n_clusters
 
+    def _within(self, min_dist, labels, radius):
+        """Whether each point lies within its cluster's ``radius`` (a squared distance)."""
+        return min_dist <= (radius[:1] if self.mode == "global" else radius[labels])
+
     def _mark(self, labels, min_dist, sample_weight):
         groups, n_groups = self._groups(labels)
-        score = -min_dist
-        cut = group_quantile(score, groups, n_groups, sample_weight, q=1 - self.trim)
-        kept = score >= cut[groups]
+        cut = group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim)
         radius = -cut if self.mode == "per_cluster" else (-cut).expand(self.n_clusters)
+        kept = self._within(min_dist, labels, radius)
         return torch.where(kept, labels, -1), kept, radius
 
     def _thresholds(self, labels, min_dist, kept):
@@ -129,18 +132,19 @@ class Trim:
         # by the few whose side changed, which lie near the radius (far outliers never
         # entered the sums, so their magnitude costs no precision)
         summed = (torch.ones_like(kept) if self.cutoff is None
-                  else min_dist <= self.cutoff[labels])
-        enter = torch.nonzero(kept & ~summed).flatten()
-        leave = torch.nonzero(summed & ~kept).flatten()
-        if enter.numel() + leave.numel() <= points.n // 2:
-            _lloyd.add_rows(points, sums, labels, leave, sample_weight, alpha=-1)
-            _lloyd.add_rows(points, sums, labels, enter, sample_weight)
+                  else self._within(min_dist, labels, self.cutoff))
+        changed = torch.nonzero(kept != summed).flatten()
+        if changed.numel() <= points.n // 2:
+            entered = kept[changed]
+            _lloyd.add_rows(points, sums, labels, changed[~entered], sample_weight, alpha=-1)
+            _lloyd.add_rows(points, sums, labels, changed[entered], sample_weight)
         else:  # most changed sides: sum the kept ones again
             sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
         self.cutoff = radius
         weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
-        far_kept = torch.where(kept, min_dist, -1.0)
-        _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
+        if bool((weight == 0).any()):  # onto the farthest kept points
+            far_kept = torch.where(kept, min_dist, -1.0)
+            _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
         new = _lloyd.average(sums, weight, centers)
         return new, marked, _objective(min_dist, sample_weight, kept)
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from sktransformer.attention import group_argmax, group_quantile, group_sparsemax, gumbel, sparsemax
+from sktransformer.attention._grouped import kth_smallest
 
 
 def _problem(seed=0, n=200, k=7):
@@ -84,3 +85,18 @@ def test_group_quantile_selection_equals_the_sorted_path(q, n_groups):
     fast = group_quantile(scores, groups, n_groups, None, q=q)
     sorted_path = group_quantile(scores, groups, n_groups, torch.ones_like(scores), q=q)
     torch.testing.assert_close(fast, sorted_path)
+
+
+@pytest.mark.parametrize("order", ["random", "sorted", "reversed", "ties", "constant",
+                                   "aliased"])
+def test_bracketed_selection_is_kthvalue(order):
+    g = torch.Generator().manual_seed(0)
+    n = 60_000  # above the size where the bracket starts; "aliased" fools its sample
+    values = torch.randn(n, generator=g, dtype=torch.float64)
+    values = {"random": values, "sorted": values.sort().values,
+              "reversed": values.sort(descending=True).values,
+              "ties": torch.randint(0, 5, (n,), generator=g).double(),
+              "constant": torch.zeros(n, dtype=torch.float64),
+              "aliased": values.index_fill(0, torch.arange(0, n, n // 2048), 0.0)}[order]
+    for rank in (1, 2, n // 10, n // 2, n - 1, n):
+        assert kth_smallest(values, rank) == torch.kthvalue(values, rank).values
