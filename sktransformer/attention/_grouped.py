@@ -63,20 +63,33 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
 
 def _kth_largest(scores, groups, n_groups, q):
     """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score."""
-    counts = (torch.bincount(groups, minlength=n_groups) if n_groups > 1
-              else torch.tensor([len(scores)], device=scores.device))
-    rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
-    threshold = torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
     if n_groups == 1:
-        segments, starts = scores, [0]
-    else:
-        segments = scores[torch.argsort(groups, stable=True)]
-        starts = (torch.cumsum(counts, 0) - counts).tolist()
-    for j, (start, count, r) in enumerate(zip(starts, counts.tolist(), rank.tolist())):
-        if count:
-            segment = segments[start:start + count]
-            threshold[j] = -kth_smallest(-segment, r)
+        rank = math.ceil(q * len(scores) * (1 - 1e-9)) if len(scores) else 0
+        value = -kth_smallest(-scores, max(rank, 1)) if len(scores) else torch.inf
+        return torch.full((1,), value, dtype=scores.dtype, device=scores.device)
+    counts = torch.bincount(groups, minlength=n_groups)
+    rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
+    # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
+    # position start_j + rank_j - 1, unless rounding to float32 tied it with a neighbour
+    key = _float_key(-scores)
+    ordered, order = torch.sort(groups << 32 | key)
+    start = torch.cumsum(counts, 0) - counts
+    at = (start + rank - 1).clamp(max=len(scores) - 1)
+    threshold = torch.where(counts > 0, scores[order[at]], torch.inf)
+    if scores.dtype != torch.float32:  # a float32 tie may hide the order of the values
+        before = (rank > 1) & (ordered[at] == ordered[(at - 1).clamp(min=0)])
+        after = (rank < counts) & (ordered[at] == ordered[(at + 1).clamp(max=len(scores) - 1)])
+        for j in torch.nonzero(before | after).flatten().tolist():
+            segment = scores[order[start[j]:start[j] + counts[j]]]
+            threshold[j] = -kth_smallest(-segment, int(rank[j]))
     return threshold
+
+
+def _float_key(values):
+    """Integers in ``[0, 2^32)`` ordered as ``values`` rounded to float32 (the IEEE bits,
+    with the magnitude bits of negative numbers flipped)."""
+    bits = values.to(torch.float32).view(torch.int32).long()
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)
 
 
 def kth_smallest(values, rank):

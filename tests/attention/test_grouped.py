@@ -79,12 +79,18 @@ def test_gumbel_max_draws_from_the_softmax():
 
 @pytest.mark.parametrize("q", [0.0, 0.05, 0.5, 0.95, 1.0])
 @pytest.mark.parametrize("n_groups", [1, 7])
-def test_group_quantile_selection_equals_the_sorted_path(q, n_groups):
+@pytest.mark.parametrize("values", ["ties", "below float32", "float32"])
+def test_group_quantile_selection_equals_the_sorted_path(q, n_groups, values):
     scores, groups, k, _ = _problem(3, n=500, k=n_groups)
-    scores = torch.round(scores * 4) / 4  # many exact ties
+    if values == "ties":
+        scores = torch.round(scores * 4) / 4  # many exact ties
+    elif values == "below float32":  # distinct in float64, tied once rounded to float32
+        scores = 1 + scores * 1e-12
+    else:
+        scores = scores.float()
     fast = group_quantile(scores, groups, n_groups, None, q=q)
     sorted_path = group_quantile(scores, groups, n_groups, torch.ones_like(scores), q=q)
-    torch.testing.assert_close(fast, sorted_path)
+    assert torch.equal(fast, sorted_path)  # both are scores of the data, exactly
 
 
 @pytest.mark.parametrize("order", ["random", "sorted", "reversed", "ties", "constant",
