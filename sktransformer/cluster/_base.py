@@ -82,14 +82,15 @@ def check_sample_weight(sample_weight, n_samples, dtype):
 
 
 def _mean_and_mean_variance(X, rows):
-    """Column means (in X's dtype) and the mean of the column variances, chunked."""
+    """Column means (in X's dtype) and the mean of the column variances, chunked: each
+    chunk sums in X's dtype (no float64 copy of it), the chunks' sums add in float64."""
     total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
-        total += X[sl].sum(0, dtype=torch.float64)
+        total += X[sl].sum(0)
     mean = (total / X.shape[0]).to(X.dtype)
     var = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
-        var += (X[sl] - mean).square().sum(0, dtype=torch.float64)
+        var += (X[sl] - mean).square_().sum(0)
     return mean, float((var / X.shape[0]).mean())
 
 

@@ -206,7 +206,7 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
         for sl, values, scores in points.chunks(keys, start, stop):
             lab, best = hard_assign(scores)
             labels[sl] = lab
-            min_dist[sl] = points.sq_dist(sl, best)
+            min_dist[sl] = points.sq_dist(sl, best).clamp_(min=0.0)
             if not accumulate:
                 continue
             if temperature is not None:
@@ -220,7 +220,6 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
         return acc
 
     acc = sum(runner.map(span, points.n))
-    min_dist.clamp_(min=0.0)
     if not accumulate:
         return None, None
     return acc[:k, :points.d], acc[:k, points.weight_column].clone()
