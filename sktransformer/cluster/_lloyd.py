@@ -212,7 +212,7 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
             if temperature is not None:
                 assignment = torch.softmax(points.logits(sl, scores, temperature), dim=0)
             elif cutoff is not None:
-                assignment = torch.where(min_dist[sl] <= cutoff[lab], lab, k)
+                assignment = torch.where(min_dist[sl] <= cutoff.index_select(0, lab), lab, k)
             else:
                 assignment = lab
             points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,

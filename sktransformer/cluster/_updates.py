@@ -102,7 +102,8 @@ class Trim:
 
     def _within(self, min_dist, labels, radius):
         """Whether each point lies within its cluster's ``radius`` (a squared distance)."""
-        return min_dist <= (radius[:1] if self.mode == "global" else radius[labels])
+        return min_dist <= (radius[:1] if self.mode == "global"
+                            else radius.index_select(0, labels))
 
     def _mark(self, labels, min_dist, sample_weight):
         groups, n_groups = self._groups(labels)
