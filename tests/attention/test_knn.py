@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from sktransformer.attention import knn_attention, knn_attention_grad, topk_keys
-from sktransformer.attention._knn import _CHUNK, _GROUP
+from sktransformer.attention._knn import _CHUNK, _GROUP, _filters
 
 
 def _qkv(n=300, d=16, bound=2.0, heads=(2,), seed=0):
@@ -49,9 +49,9 @@ def _full_topk(q, k, kk, causal=False, exclude=None):
 
 
 @pytest.mark.parametrize("n_k, kk, q_lead, k_lead", [
-    (2500, 4, (2,), (2,)),  # a partial last tile; groups found through sets of groups
-    (2000, 30, (), ()),  # too few sets of groups: a top-k over the groups
-    (3072, 8, (2, 3), (3,)),  # broadcast heads
+    (2500, 4, (2,), (2,)),  # a partial last tile
+    (16500, 30, (), ()),
+    (4096, 8, (2, 3), (3,)),  # broadcast heads
 ])
 @pytest.mark.parametrize("mask", ["none", "causal", "exclude"])
 def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask):
@@ -66,6 +66,7 @@ def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask):
     best = torch.cat([torch.arange(_GROUP) * step, torch.arange(_GROUP) * step + 1])
     first = q.reshape(-1, 16)[0]
     k[..., best, :] = 5 * first * torch.linspace(1, 1.1, len(best)).unsqueeze(-1)
+    assert _filters(n_k, kk)
     scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude, block=64)
     full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
     torch.testing.assert_close(scores, full.values)
