@@ -103,14 +103,18 @@ def main():
           f"{torch.get_num_threads()} threads")
     warm_k, warm_q = keys_and_queries("gaussian", 4096, 256)
     topk_keys(warm_q, warm_k, K)  # the first call of a process pays torch's set-up
-    if args.exact:
-        rows = exact_study(args.exact, args.queries, args.repeats)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rows, f, indent=1)
-        return
+    rows = exact_study(args.exact, args.queries, args.repeats) if args.exact else recall_study(
+        args.n, args.queries)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def recall_study(n, n_queries):
+    """Recall and search time at each fraction of cells, on the four kinds of keys."""
+    rows = []
     for kind in ("gaussian", "clustered", "low-rank", "embeddings"):
-        keys, queries = keys_and_queries(kind, args.n, args.queries)
+        keys, queries = keys_and_queries(kind, n, n_queries)
         (_, exact), t_exact = timed(lambda: topk_keys(queries, keys, K))
         (_, faiss_idx), t_faiss = timed(lambda: faiss.knn(
             queries.numpy(), keys.numpy(), K, metric=faiss.METRIC_INNER_PRODUCT))
@@ -131,9 +135,7 @@ def main():
             print(f"  n_probe {fraction:.2f}: recall {row['recall']:.3f}, search "
                   f"{t_search:.3f} s ({t_search / t_exact:.2f} of the exact topk_keys)",
                   flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    return rows
 
 
 if __name__ == "__main__":
