@@ -2,11 +2,12 @@
 
 For query ``q_i``, ``P_i = softmax(q_i K^T * scale)`` is a distribution over the keys and the
 attention output is ``o_i = E_{j ~ P_i}[v_j]`` (Haris, "kNN Attention Demystified", ICLR
-2025). The top-k keys ``S_i`` are found by blocks of queries, exactly (cache-sized score
-tiles reduced to group maxima, whose best groups are scored again: :func:`_filtered_topk`;
-``torch.topk`` on a ``(block, n_keys)`` tile for few keys), or by an approximate index
-(:class:`IVFIndex`); the estimators then run by blocks of queries too, so memory is
-``O(n k + tile)``, never ``n x n``. Three estimators of ``o_i`` from ``S_i``:
+2025). The top-k keys ``S_i`` are found by blocks of queries, exactly (on the CPU,
+cache-sized score tiles reduced to group maxima, whose best groups are scored again:
+:func:`_filtered_topk`; ``torch.topk`` on a ``(block, n_keys)`` tile for few keys or on a
+GPU), or by an approximate index (:class:`IVFIndex`); the estimators then run by blocks
+of queries too, so memory is ``O(n k + tile)``, never ``n x n``. Three estimators of
+``o_i`` from ``S_i``:
 
 * ``"truncated"``: the softmax renormalized over ``S_i``; biased by the dropped tail mass.
 * ``"tail"``: the partition sum and the numerator each corrected by ``l`` keys drawn
@@ -96,7 +97,7 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
         raise ValueError("An approximate index searches all keys: it cannot be causal; "
                          "use index=None for causal attention.")
     found = None if index is None else index.search(q, k, kk)
-    filtered = found is None and _filters(n_k, kk)
+    filtered = found is None and _filters(n_k, kk, q.device)
     batch = _batch(q, k)
     if block is None:  # a score tile, the filter's maxima, or (index) a block's keys
         if filtered:
@@ -128,10 +129,11 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
     return torch.cat(scores, -2), torch.cat(indices, -2)
 
 
-def _filters(n_k, kk):
-    """Whether the exact search goes through the group filter: from ``512 kk`` keys on,
-    where it measured faster than one top-k over the tile (``kk`` = 8 and 32, d = 64)."""
-    return kk * 512 <= n_k
+def _filters(n_k, kk, device):
+    """Whether the exact search goes through the group filter: on the CPU, from ``512 kk``
+    keys on, where it measured faster than one top-k over the tile (``kk`` = 8 and 32,
+    d = 64). A GPU's ``topk`` is fast and its launches are not: one tile there."""
+    return torch.device(device).type == "cpu" and kk * 512 <= n_k
 
 
 def _hide(tile, start, exclude, positions):

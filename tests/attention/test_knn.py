@@ -66,7 +66,7 @@ def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask):
     best = torch.cat([torch.arange(_GROUP) * step, torch.arange(_GROUP) * step + 1])
     first = q.reshape(-1, 16)[0]
     k[..., best, :] = 5 * first * torch.linspace(1, 1.1, len(best)).unsqueeze(-1)
-    assert _filters(n_k, kk)
+    assert _filters(n_k, kk, "cpu")
     scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude, block=64)
     full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
     torch.testing.assert_close(scores, full.values)
