@@ -98,8 +98,8 @@ def kth_smallest(values, rank):
     ``torch.kthvalue`` copies and partitions every value (about 10 ns each on the CPU). Here
     the order statistics of a few thousand evenly spaced values bracket the answer: the
     values inside the bracket, a few percent of them, go to ``kthvalue``, and ``values``
-    are only compared and counted. When the bracket misses (values sorted adversarially), the whole
-    selection runs: the answer is exact either way.
+    are only compared and counted. When the bracket misses (the evenly spaced values are
+    not typical of the rest), the whole selection runs: the answer is exact either way.
     """
     n = values.numel()
     sample = max(2048, 4 * math.isqrt(n))  # the bracket holds 8 / sqrt(sample) of values

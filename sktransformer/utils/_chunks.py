@@ -37,7 +37,7 @@ def iter_chunks(stop, rows, start=0):
 
 def sample_stride(n_samples, n_features, max_rows=4096):
     """The stride of at most ``max_rows`` evenly spaced rows (and at most 2^23 values, for
-    a sort): a fixed sample for robust statistics, the same rows wherever X
-    lives (in memory or in the blocks of a dask array)."""
+    a sort): a fixed sample for robust statistics, the same rows wherever X lives (in
+    memory or in the blocks of a dask array)."""
     rows = max(1, min(max_rows, (1 << 23) // max(1, n_features)))
     return max(1, -(-n_samples // rows))
