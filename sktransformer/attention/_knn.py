@@ -133,7 +133,7 @@ def _filters(n_k, kk, device):
     """Whether the exact search goes through the group filter: on the CPU, from ``512 kk``
     keys on, where it measured faster than one top-k over the tile (``kk`` = 8 and 32,
     d = 64). A GPU's ``topk`` is fast and its launches are not: one tile there."""
-    return torch.device(device).type == "cpu" and kk * 512 <= n_k
+    return torch.device(device).type == "cpu" and 0 < kk * 512 <= n_k
 
 
 def _hide(tile, start, exclude, positions):
