@@ -103,7 +103,7 @@ class Euclidean(Score):
         return torch.cat([k, -0.5 * _sq_norms(k)], -1)
 
     def sq_dist(self, s, prepared):
-        return torch.addcmul(prepared, s, s.new_tensor(-2.0))
+        return torch.add(prepared, s, alpha=-2.0)
 
 
 class Dot(Score):
