@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 import psutil
-from threadpoolctl import threadpool_info
+from _common import blas_kernels
 
 from sktransformer import TransformerKMeans
 
@@ -154,8 +154,7 @@ def main():
     parser.add_argument("--max-iter", type=int, default=10)
     parser.add_argument("--json")
     args = parser.parse_args()
-    blas = {(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()}
-    print(f"BLAS in this process: {sorted(blas, key=str)}")
+    print(f"BLAS in this process: {blas_kernels()}")
     result = peers(args.seeds) if args.study == "peers" else memory(args.gigabytes,
                                                                        args.max_iter)
     if args.json:

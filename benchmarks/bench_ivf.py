@@ -24,7 +24,7 @@ import time
 import faiss
 import numpy as np
 import torch
-from threadpoolctl import threadpool_info
+from _common import blas_kernels
 
 from sktransformer.attention import IVFIndex, topk_keys
 
@@ -98,8 +98,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json")
     args = parser.parse_args()
-    blas = {(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()}
-    print(f"BLAS: {sorted(blas, key=str)}; torch {torch.__version__}, "
+    print(f"BLAS: {blas_kernels()}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     warm_k, warm_q = keys_and_queries("gaussian", 4096, 256)
     topk_keys(warm_q, warm_k, K)  # the first call of a process pays torch's set-up

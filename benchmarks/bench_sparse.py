@@ -13,11 +13,9 @@ its assignments are the spherical ones; its centers are not renormalized).
 
 import argparse
 import json
-import subprocess
-import sys
 
 import numpy as np
-from threadpoolctl import threadpool_info
+from _common import blas_kernels, run_child
 
 CHILD = r"""
 import json, resource, sys, time
@@ -51,9 +49,7 @@ print(json.dumps({"seconds": seconds, "n_iter": int(model.n_iter_),
 
 
 def run(kind, k, path):
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(k), path], check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, kind, k, path)
 
 
 def main():
@@ -62,8 +58,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
-    blas = {(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()}
-    print(f"BLAS: {sorted(blas, key=str)}")
+    print(f"BLAS: {blas_kernels()}")
     rows = {kind: [] for kind in ("sparse", "dense", "sklearn")}
     for _ in range(args.repeats):  # interleaved
         for kind in rows:

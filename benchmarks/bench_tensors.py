@@ -12,11 +12,9 @@ numpy array; the time is the fit's wall clock, interleaved over ``--repeats``.
 
 import argparse
 import json
-import subprocess
-import sys
 
 import numpy as np  # noqa: F401  (loads the BLAS that threadpoolctl reports)
-from threadpoolctl import threadpool_info
+from _common import blas_kernels, run_child
 
 CHILD = r"""
 import json, resource, sys, time
@@ -48,9 +46,7 @@ print(json.dumps({"seconds": seconds, "with_data_mb": with_data / 1024,
 
 
 def run(kind, dtype, n, d, k):
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, dtype, str(n), str(d), str(k)],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, kind, dtype, n, d, k)
 
 
 def main():
@@ -61,8 +57,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
-    blas = {(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()}
-    print(f"BLAS: {sorted(blas, key=str)}; X is {args.n} x {args.d}, k = {args.k}")
+    print(f"BLAS: {blas_kernels()}; X is {args.n} x {args.d}, k = {args.k}")
     cases = [(kind, dtype) for dtype in ("float32", "float64") for kind in ("tensor", "numpy")]
     runs = {case: [] for case in cases}
     for _ in range(args.repeats):
