@@ -143,9 +143,8 @@ class Trim:
             sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
         self.cutoff = radius
         weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
-        if bool((weight == 0).any()):  # onto the farthest kept points
-            far_kept = torch.where(kept, min_dist, -1.0)
-            _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, far_kept)
+        _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
+                              eligible=kept)
         new = _lloyd.average(sums, weight, centers)
         return new, marked, _objective(min_dist, sample_weight, kept)
 
