@@ -64,9 +64,10 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
 def _kth_largest(scores, groups, n_groups, q):
     """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score."""
     if n_groups == 1:
-        rank = math.ceil(q * len(scores) * (1 - 1e-9)) if len(scores) else 0
-        value = -kth_smallest(-scores, max(rank, 1)) if len(scores) else torch.inf
-        return torch.full((1,), value, dtype=scores.dtype, device=scores.device)
+        threshold = torch.full((1,), torch.inf, dtype=scores.dtype, device=scores.device)
+        if len(scores):
+            threshold[0] = -kth_smallest(-scores, max(1, math.ceil(q * len(scores) * (1 - 1e-9))))
+        return threshold
     counts = torch.bincount(groups, minlength=n_groups)
     rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
