@@ -118,32 +118,61 @@ def kth_smallest(values, rank):
     return torch.kthvalue(values, rank).values
 
 
-def group_sparsemax(scores, groups, n_groups, weight=None):
+def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
+                    return_threshold=False):
     """Sparsemax (Martins & Astudillo, 2016) of the scores within each group.
 
     ``p_i = w_i max(s_i - tau_j, 0)`` with ``tau_j`` such that the group's ``p`` sums to 1,
     the projection onto the simplex of the multiset in which key ``i`` appears ``w_i`` times.
-    ``tau_j`` comes from Michelot's (1986) algorithm instead of a sort: start from every
-    key, set ``tau_j = (sum_support w s - 1) / sum_support w``, drop the keys at or below it,
-    repeat until the support stops shrinking (``tau`` only grows, so a dropped key never
-    comes back; a few passes of ``O(n)`` each). Keys far below the top get exactly 0.
+    ``tau_j`` comes from Michelot's (1986) algorithm instead of a sort: from a support that
+    contains the answer's, set ``tau_j = (sum_support w s - 1) / sum_support w``, keep the
+    keys above it, repeat until the support stops shrinking (``tau`` only grows, so a dropped
+    key never comes back). Each pass compares every key with its ``tau`` once; the sums
+    follow the keys that changed side. Keys far below the top get exactly 0.
+
+    ``start``, a guess of each group's threshold (the last layer's, in robust k-means),
+    saves passes and changes the result only by the rounding of the sums: the ``tau`` of
+    *any* set of keys is at most the answer's (``sum w (s - tau)_+ >= 1`` there), so the
+    keys above the ``tau`` of ``{s > start}`` contain the answer's support, and when they are
+    that same set, that ``tau`` is the answer.
+
+    Returns
+    -------
+    p : Tensor of shape (n_keys,), float64
+    tau : Tensor of shape (n_groups,), only with ``return_threshold=True``
     """
     w = _weights_or_ones(scores, weight)
     s = scores.to(torch.float64)
     ws = w * s
-    support = w > 0
-    size = support.sum()
+    present = w > 0
+    support = present
+    if start is not None:
+        support = present & (s > start.to(torch.float64).index_select(0, groups))
+    inside = support.to(torch.float64)
+    total = torch.bincount(groups, w * inside, minlength=n_groups)
+    total_ws = torch.bincount(groups, ws * inside, minlength=n_groups)
+    first = start is not None  # the guess's support may miss keys of the answer's
     while True:
-        inside = support.to(torch.float64)
-        total = torch.bincount(groups, w * inside, minlength=n_groups)
-        tau = (torch.bincount(groups, ws * inside, minlength=n_groups) - 1) / total.clamp(
-            min=1e-300)
-        tau_of = tau.index_select(0, groups)  # (index_select: 3x faster than tau[groups])
-        support = support & (s > tau_of)
-        shrunk, size = size, support.sum()
-        if bool(size == shrunk):  # the support only shrinks: the same size, the same set
-            break
-    return (w * inside * (s - tau_of)).clamp_(min=0.0)
+        # an empty support gives -1e300: every key is above it
+        tau = (total_ws - 1) / total.clamp(min=1e-300)
+        above = present & (s > tau.index_select(0, groups))  # (3x faster than tau[groups])
+        if not first:
+            above &= support  # from a superset of the answer's, the support only shrinks
+        first = False
+        changed = torch.nonzero(above ^ support).flatten()
+        if changed.numel() == 0:
+            return _sparsemax_weights(w, s, tau, support, groups, return_threshold)
+        # the sums follow the few keys that changed side, not a new pass over all of them
+        sign = torch.where(above[changed], 1.0, -1.0).to(torch.float64)
+        g = groups[changed]
+        total += torch.bincount(g, w[changed] * sign, minlength=n_groups)
+        total_ws += torch.bincount(g, ws[changed] * sign, minlength=n_groups)
+        support = above
+
+
+def _sparsemax_weights(w, s, tau, support, groups, return_threshold):
+    p = torch.where(support, w * (s - tau.index_select(0, groups)), 0.0).clamp_(min=0.0)
+    return (p, tau) if return_threshold else p
 
 
 def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):

@@ -182,7 +182,7 @@ def trim_sums(X, w, state, spec, centers, shift, threshold):
         wt = _weights(w, points) * kept
         marked = torch.where(kept, labels, -1)
         k = centers.shape[0]
-        sums = _lloyd.weighted_sums(points, marked, wt, k)
+        sums = _lloyd.weighted_sums(points, labels, wt, k)  # trimmed: weight 0
         weight = wt.new_zeros(k).index_add_(0, labels, wt)
         marked = to_numpy(marked).astype(np.int32)
         summary = {"sums": to_numpy(sums), "weight": to_numpy(weight),

@@ -300,15 +300,17 @@ def average(sums, weight_in_clusters, old_centers):
 def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     """The value pass of a center update: ``sum_i weights_i (x_i - shift)`` per label.
 
-    Points with a negative label (trimmed) are skipped.
+    Every label is a cluster (``0 <= labels < n_clusters``): a point to leave out (trimmed)
+    gets weight 0.
     """
+    weights = weights.to(points.dtype)
+
     def span(start, stop):
         acc = points.new_zeros(n_clusters, points.d)
+        buffer = points.new_empty(min(points.rows, stop - start), points.d)
         for sl in iter_chunks(stop, points.rows, start):
-            lab, w = labels[sl], weights[sl].to(points.dtype)
-            keep = lab >= 0
-            values = (points.X[sl] - points.shift) * w.unsqueeze(1)
-            acc.index_add_(0, lab.clamp(min=0), values * keep.unsqueeze(1))
+            values = torch.sub(points.X[sl], points.shift, out=buffer[:sl.stop - sl.start])
+            acc.index_add_(0, labels[sl], values.mul_(weights[sl].unsqueeze(1)))
         return acc
 
     return sum(runner.map(span, points.n))

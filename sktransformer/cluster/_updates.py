@@ -140,7 +140,7 @@ class Trim:
             _lloyd.add_rows(points, sums, labels, changed[~entered], sample_weight, alpha=-1)
             _lloyd.add_rows(points, sums, labels, changed[entered], sample_weight)
         else:  # most changed sides: sum the kept ones again
-            sums = _lloyd.weighted_sums(points, marked, w, self.n_clusters, runner=runner)
+            sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
         self.cutoff = radius
         weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
@@ -169,11 +169,13 @@ class Sparsemax:
 
     def __init__(self, n_clusters, beta):
         self.n_clusters, self.beta = n_clusters, beta
+        self.tau = None  # the last layer's thresholds: where the next search starts
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
         scores = min_dist * (-self.beta / math.sqrt(points.d))
-        p = group_sparsemax(scores, labels, self.n_clusters, sample_weight)
+        p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
+                                      start=self.tau, return_threshold=True)
         sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
         weight = p.new_zeros(self.n_clusters).index_add_(0, labels, p).to(sums.dtype)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,

@@ -37,6 +37,26 @@ def test_group_sparsemax_is_sparsemax_of_each_group_with_repetition(weighted):
         assert float(p[members].sum()) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("guess", ["answer", "near", "low", "high", "random"])
+def test_group_sparsemax_from_any_start_is_the_same(weighted, guess):
+    # a start only saves passes: from above, below or anywhere, the same weights (up to the
+    # rounding of sums that follow the keys changing side) on the same support
+    scores, groups, k, weight = _problem(3)
+    w = weight if weighted else None
+    p, tau = group_sparsemax(scores, groups, k, w, return_threshold=True)
+    g = torch.Generator().manual_seed(1)
+    start = {"answer": tau, "near": tau + 1e-3 * torch.randn(k, generator=g, dtype=tau.dtype),
+             "low": torch.full((k,), -1e9, dtype=tau.dtype),
+             "high": torch.full((k,), 1e9, dtype=tau.dtype),
+             "random": 3 * torch.randn(k, generator=g, dtype=tau.dtype)}[guess]
+    p2, tau2 = group_sparsemax(scores, groups, k, w, start=start, return_threshold=True)
+    assert torch.equal(p2 > 0, p > 0)
+    torch.testing.assert_close(p2, p, rtol=1e-12, atol=1e-12)
+    present = torch.bincount(groups, minlength=k) > 0
+    torch.testing.assert_close(tau2[present], tau[present], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("q", [0.0, 0.3, 0.9, 1.0])
 def test_group_quantile_is_the_weighted_inverted_cdf(q):
     scores, groups, k, weight = _problem(2)
