@@ -16,12 +16,6 @@ import math
 import torch
 
 
-def _weights_or_ones(scores, weight):
-    if weight is None:
-        return torch.ones_like(scores, dtype=torch.float64)
-    return weight.to(torch.float64)
-
-
 def _by_group_then_score(scores, groups):
     """Key order: by group, and by decreasing score within a group (stable on ties)."""
     order = torch.argsort(scores, descending=True, stable=True)
@@ -141,38 +135,42 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
     p : Tensor of shape (n_keys,), float64
     tau : Tensor of shape (n_groups,), only with ``return_threshold=True``
     """
-    w = _weights_or_ones(scores, weight)
     s = scores.to(torch.float64)
-    ws = w * s
-    present = w > 0
-    support = present
+    w = None if weight is None else weight.to(torch.float64)
+    ws = s if w is None else w * s
+
+    def above(tau_of):  # the keys of positive weight above their group's threshold
+        return s > tau_of if w is None else (s > tau_of) & (w > 0)
+
     if start is not None:
-        support = present & (s > start.to(torch.float64).index_select(0, groups))
+        support = above(start.to(torch.float64).index_select(0, groups))
+    else:
+        support = torch.ones_like(s, dtype=torch.bool) if w is None else w > 0
     inside = support.to(torch.float64)
-    total = torch.bincount(groups, w * inside, minlength=n_groups)
+    total = torch.bincount(groups, inside if w is None else w * inside, minlength=n_groups)
     total_ws = torch.bincount(groups, ws * inside, minlength=n_groups)
     first = start is not None  # the guess's support may miss keys of the answer's
     while True:
         # an empty support gives -1e300: every key is above it
         tau = (total_ws - 1) / total.clamp(min=1e-300)
-        above = present & (s > tau.index_select(0, groups))  # (3x faster than tau[groups])
+        tau_of = tau.index_select(0, groups)  # (index_select: 3x faster than tau[groups])
+        kept = above(tau_of)
         if not first:
-            above &= support  # from a superset of the answer's, the support only shrinks
+            kept &= support  # from a superset of the answer's, the support only shrinks
         first = False
-        changed = torch.nonzero(above ^ support).flatten()
-        if changed.numel() == 0:
-            return _sparsemax_weights(w, s, tau, support, groups, return_threshold)
+        changed = torch.nonzero(kept ^ support).flatten()
+        if changed.numel() == 0:  # the support is the keys above tau: p > 0 exactly there
+            p = (s - tau_of).clamp_(min=0.0)
+            if w is not None:
+                p *= w
+            return (p, tau) if return_threshold else p
         # the sums follow the few keys that changed side, not a new pass over all of them
-        sign = torch.where(above[changed], 1.0, -1.0).to(torch.float64)
+        sign = torch.where(kept[changed], 1.0, -1.0).to(torch.float64)
         g = groups[changed]
-        total += torch.bincount(g, w[changed] * sign, minlength=n_groups)
+        total += torch.bincount(g, sign if w is None else w[changed] * sign,
+                                minlength=n_groups)
         total_ws += torch.bincount(g, ws[changed] * sign, minlength=n_groups)
-        support = above
-
-
-def _sparsemax_weights(w, s, tau, support, groups, return_threshold):
-    p = torch.where(support, w * (s - tau.index_select(0, groups)), 0.0).clamp_(min=0.0)
-    return (p, tau) if return_threshold else p
+        support = kept
 
 
 def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):

@@ -185,9 +185,10 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
     accumulate : bool
         Whether to run the mean center update in the same pass. Variants whose update needs
         every point's distance first (sparsemax) skip it and return ``None``.
-    cutoff : Tensor of shape (n_clusters,) or None
-        Hard mode: sum only the points within ``cutoff[label]`` (squared distance) of their
-        center; the others go to a discarded row (trimming's last radius).
+    cutoff : Tensor of shape (n_clusters,) or (1,), or None
+        Hard mode: sum only the points within ``cutoff[label]`` (squared distance; one
+        radius for all when of shape (1,)) of their center; the others go to a discarded
+        row (trimming's last radius).
     runner : ChunkRunner
         Splits the rows among worker threads.
 
@@ -211,8 +212,9 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
                 continue
             if temperature is not None:
                 assignment = torch.softmax(points.logits(sl, scores, temperature), dim=0)
-            elif cutoff is not None:
-                assignment = torch.where(min_dist[sl] <= cutoff.index_select(0, lab), lab, k)
+            elif cutoff is not None:  # (lab is the chunk's own tensor: labels got a copy)
+                radius = cutoff if len(cutoff) == 1 else cutoff.index_select(0, lab)
+                assignment = lab.masked_fill_(min_dist[sl] > radius, k)
             else:
                 assignment = lab
             points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,

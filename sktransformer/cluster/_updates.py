@@ -101,14 +101,13 @@ class Trim:
         return labels, self.n_clusters
 
     def _within(self, min_dist, labels, radius):
-        """Whether each point lies within its cluster's ``radius`` (a squared distance)."""
-        return min_dist <= (radius[:1] if self.mode == "global"
-                            else radius.index_select(0, labels))
+        """Whether each point lies within its cluster's ``radius`` (a squared distance; one
+        for all when of shape (1,))."""
+        return min_dist <= (radius if len(radius) == 1 else radius.index_select(0, labels))
 
     def _mark(self, labels, min_dist, sample_weight):
         groups, n_groups = self._groups(labels)
-        cut = group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim)
-        radius = -cut if self.mode == "per_cluster" else (-cut).expand(self.n_clusters)
+        radius = -group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim)
         kept = self._within(min_dist, labels, radius)
         return torch.where(kept, labels, -1), kept, radius
 
@@ -177,7 +176,7 @@ class Sparsemax:
         p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
                                       start=self.tau, return_threshold=True)
         sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
-        weight = p.new_zeros(self.n_clusters).index_add_(0, labels, p).to(sums.dtype)
+        weight = torch.bincount(labels, p, minlength=self.n_clusters).to(sums.dtype)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
                               hard=False)
         new = _lloyd.average(sums, weight, centers)
