@@ -221,6 +221,23 @@ def test_trimming_recovers_the_centers_that_outliers_ruin_for_kmeans():
     assert tkm.score(X) == pytest.approx(-tkm.inertia_, rel=1e-9)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_trimmed_location_and_scale_are_the_median_and_central_variance(dtype):
+    g = torch.Generator().manual_seed(0)
+    sample = torch.randn(1001, 3, generator=g, dtype=dtype) * torch.tensor([1.0, 5.0, 0.1])
+    sample = sample.to(dtype)
+    sample[:20] = 1e6  # outliers move neither
+    est = TrimmedTransformerKMeans(2, trim=0.1)
+    location, scale = est._location_and_scale(sample)
+    assert location.dtype == dtype
+    torch.testing.assert_close(location, sample.median(0).values, rtol=0, atol=0)
+    x = sample.to(torch.float64)
+    low, high = torch.quantile(x, torch.tensor([0.05, 0.95], dtype=x.dtype), dim=0)
+    central = [x[:, j][(x[:, j] >= low[j]) & (x[:, j] <= high[j])] for j in range(3)]
+    assert scale == pytest.approx(float(np.mean([c.var(unbiased=False) for c in central])),
+                                  rel=1e-12)
+
+
 def test_per_cluster_trimming_drops_a_share_of_every_cluster():
     X, _ = make_blobs(900, centers=[[0, 0], [8, 0], [0, 8]], cluster_std=[0.5, 1.0, 2.0],
                       random_state=0)
