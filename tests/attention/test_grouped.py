@@ -99,15 +99,19 @@ def test_gumbel_max_draws_from_the_softmax():
 
 @pytest.mark.parametrize("q", [0.0, 0.05, 0.5, 0.95, 1.0])
 @pytest.mark.parametrize("n_groups", [1, 7])
-@pytest.mark.parametrize("values", ["ties", "below float32", "float32"])
+@pytest.mark.parametrize("values", ["ties", "below float32", "float32", "float32 ties"])
 def test_group_quantile_selection_equals_the_sorted_path(q, n_groups, values):
     scores, groups, k, _ = _problem(3, n=500, k=n_groups)
     if values == "ties":
         scores = torch.round(scores * 4) / 4  # many exact ties
     elif values == "below float32":  # distinct in float64, tied once rounded to float32
         scores = 1 + scores * 1e-12
-    else:
+    elif values == "float32":
         scores = scores.float()
+    else:  # ties, zeros of both signs, the extremes
+        scores = (torch.round(scores * 2) / 2).float()
+        scores[::7], scores[1::7] = 0.0, -0.0
+        scores[2], scores[3] = torch.finfo(torch.float32).max, torch.finfo(torch.float32).min
     fast = group_quantile(scores, groups, n_groups, None, q=q)
     sorted_path = group_quantile(scores, groups, n_groups, torch.ones_like(scores), q=q)
     assert torch.equal(fast, sorted_path)  # both are scores of the data, exactly
