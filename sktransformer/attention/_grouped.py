@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 
-def _by_group_then_score(scores, groups):
+def _by_group_then_score(scores, groups, n_groups):
     """Key order: by group, and by decreasing score within a group (stable on ties).
 
     Both sorts are ascending sorts of integers (the scores' float64 bits, ordered as the
@@ -26,6 +26,8 @@ def _by_group_then_score(scores, groups):
     bits = scores.to(torch.float64).view(torch.int64)
     key = torch.where(bits < 0, bits ^ 0x7FFFFFFFFFFFFFFF, bits)  # as the floats compare
     order = torch.sort(~key, stable=True).indices
+    if n_groups == 1:
+        return order
     return order[torch.sort(groups[order], stable=True).indices]
 
 
@@ -50,7 +52,7 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
     if weight is None:
         return _kth_largest(scores, groups, n_groups, q)
     w = weight.to(torch.float64)
-    order = _by_group_then_score(scores, groups)
+    order = _by_group_then_score(scores, groups, n_groups)
     g = groups[order]
     cumulative = _cumsum_in_groups(w[order], g, n_groups)
     total = w.new_zeros(n_groups).index_add_(0, groups, w)
