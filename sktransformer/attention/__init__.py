@@ -17,7 +17,7 @@ from ._features import (
     n_particles,
     orthogonal_gaussian,
 )
-from ._grouped import group_argmax, group_quantile, group_sparsemax, gumbel
+from ._grouped import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
 from ._index import IVFIndex
 from ._knn import knn_attention, rao_blackwell, sample_keys, topk_keys
 from ._knn_grad import KNNAttention, knn_attention_grad
@@ -43,6 +43,7 @@ __all__ = [
     "group_argmax",
     "group_quantile",
     "group_sparsemax",
+    "group_sums",
     "gumbel",
     "hardmax",
     "initial_particles",

@@ -17,6 +17,13 @@ import numpy as np
 import torch
 
 
+def group_sums(values, groups, n_groups):
+    """Per group, the sum of ``values`` over its keys, shape (n_groups,), in ``values``'
+    dtype: a ``scatter_add`` into zeros (``bincount`` with weights also scans ``groups``
+    for its minimum and maximum: twice the time on the CPU)."""
+    return values.new_zeros(n_groups).scatter_add_(0, groups, values)
+
+
 def _by_group_then_score(scores, groups, n_groups):
     """Key order: by group, and by decreasing score within a group (stable on ties).
 
@@ -167,8 +174,8 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
     else:
         support = torch.ones_like(s, dtype=torch.bool) if w is None else w > 0
     inside = support.to(torch.float64)
-    total = torch.bincount(groups, inside if w is None else w * inside, minlength=n_groups)
-    total_ws = torch.bincount(groups, ws * inside, minlength=n_groups)
+    total = group_sums(inside if w is None else w * inside, groups, n_groups)
+    total_ws = group_sums(ws * inside, groups, n_groups)
     first = start is not None  # the guess's support may miss keys of the answer's
     while True:
         # an empty support gives -1e300: every key is above it
@@ -187,9 +194,8 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
         # the sums follow the few keys that changed side, not a new pass over all of them
         sign = torch.where(kept[changed], 1.0, -1.0).to(torch.float64)
         g = groups[changed]
-        total += torch.bincount(g, sign if w is None else w[changed] * sign,
-                                minlength=n_groups)
-        total_ws += torch.bincount(g, ws[changed] * sign, minlength=n_groups)
+        total += group_sums(sign if w is None else w[changed] * sign, g, n_groups)
+        total_ws += group_sums(ws[changed] * sign, g, n_groups)
         support = kept
 
 

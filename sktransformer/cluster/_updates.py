@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from ..attention import group_argmax, group_quantile, group_sparsemax, gumbel
+from ..attention import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
 from . import _lloyd
 
 
@@ -176,7 +176,7 @@ class Sparsemax:
         p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
                                       start=self.tau, return_threshold=True)
         sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
-        weight = torch.bincount(labels, p, minlength=self.n_clusters).to(sums.dtype)
+        weight = group_sums(p, labels, self.n_clusters).to(sums.dtype)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
                               hard=False)
         new = _lloyd.average(sums, weight, centers)

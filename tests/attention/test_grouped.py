@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from sktransformer.attention import group_argmax, group_quantile, group_sparsemax, gumbel, sparsemax
+from sktransformer.attention import (
+    group_argmax,
+    group_quantile,
+    group_sparsemax,
+    group_sums,
+    gumbel,
+    sparsemax,
+)
 from sktransformer.attention._grouped import kth_smallest
 
 
@@ -15,6 +22,15 @@ def _problem(seed=0, n=200, k=7):
     groups[groups == 3] = 2  # group 3 empty
     weight = torch.randint(0, 4, (n,), generator=g).to(torch.float64)
     return scores, groups, k, weight
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_group_sums_are_the_sums_of_each_group(dtype):
+    scores, groups, k, weight = _problem(4)  # group 3 empty
+    sums = group_sums(scores.to(dtype), groups, k)
+    assert sums.dtype == dtype and sums.shape == (k,) and sums[3] == 0
+    expected = [float(scores[groups == j].sum()) for j in range(k)]
+    np.testing.assert_allclose(sums.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("weighted", [False, True])
