@@ -125,7 +125,7 @@ def kth_smallest(values, rank):
     """
     n = values.numel()
     sample = max(2048, 4 * math.isqrt(n))  # the bracket holds 8 / sqrt(sample) of values
-    if n <= 8 * sample:
+    if n <= 12 * sample:  # (kthvalue: 0.07 against 0.16 ms at 24576, 0.4 against 0.19 at 32768)
         return torch.kthvalue(values, rank).values
     probe = values[::n // sample].contiguous()
     at = rank / n * (len(probe) - 1)
