@@ -37,6 +37,13 @@ def test_topk_by_blocks_equals_a_full_topk():
     assert torch.equal(idx, full.indices)
 
 
+def test_no_queries_give_empty_results():
+    q, k, _ = _qkv()
+    scores, idx = topk_keys(q[..., :0, :], k, 10)
+    assert scores.shape == idx.shape == (2, 0, 10)
+    assert scores.dtype == q.dtype and idx.dtype == torch.long
+
+
 def _full_topk(q, k, kk, causal=False, exclude=None):
     s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
     n_q, n_k = s.shape[-2:]
