@@ -96,6 +96,10 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
     if index is not None and causal:
         raise ValueError("An approximate index searches all keys: it cannot be causal; "
                          "use index=None for causal attention.")
+    if n_q == 0:
+        shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), 0, kk)
+        return (torch.empty(shape, dtype=torch.result_type(q, k), device=q.device),
+                torch.empty(shape, dtype=torch.long, device=q.device))
     found = None if index is None else index.search(q, k, kk)
     filtered = found is None and _filters(n_k, kk, q.device)
     batch = _batch(q, k)
@@ -109,10 +113,6 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
     # the search's values serve unless the scores must be differentiable
     reuse = not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
     search = _filtered_topk if filtered else _exact_topk
-    if n_q == 0:
-        shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), 0, kk)
-        return (torch.empty(shape, dtype=torch.result_type(q, k), device=q.device),
-                torch.empty(shape, dtype=torch.long, device=q.device))
     scores, indices, buffers = [], [], None
     for sl in _blocks(n_q, block):
         ex = None if exclude is None else exclude[..., sl]
