@@ -15,6 +15,7 @@ is resolved where the block runs, so a worker with a GPU computes on it. Inside 
 import numpy as np
 import torch
 
+from ..attention import group_sums
 from ..utils import chunk_rows, resolve_device, to_numpy, to_tensor
 from . import _lloyd
 
@@ -183,7 +184,7 @@ def trim_sums(X, w, state, spec, centers, shift, threshold):
         marked = torch.where(kept, labels, -1)
         k = centers.shape[0]
         sums = _lloyd.weighted_sums(points, labels, wt, k)  # trimmed: weight 0
-        weight = wt.new_zeros(k).index_add_(0, labels, wt)
+        weight = group_sums(wt, labels, k)
         marked = to_numpy(marked).astype(np.int32)
         summary = {"sums": to_numpy(sums), "weight": to_numpy(weight),
                    "cost": float((min_dist * wt).sum()),
@@ -264,5 +265,5 @@ def candidate_weights(X, w, state, spec, shift, candidates):
         points = _tokens(X, spec, shift)
         labels, _ = _lloyd.assign(points, to_tensor(candidates, points.X.device))
         wt = _weights(w, points).to(torch.float64)
-        out = wt.new_zeros(candidates.shape[0]).index_add_(0, labels, wt)
+        out = group_sums(wt, labels, candidates.shape[0])
     return state, {"weight": to_numpy(out)}

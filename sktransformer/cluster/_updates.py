@@ -141,7 +141,7 @@ class Trim:
         else:  # most changed sides: sum the kept ones again
             sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
         self.cutoff = radius
-        weight = w.new_zeros(self.n_clusters).index_add_(0, labels, w)  # exact zeros
+        weight = group_sums(w, labels, self.n_clusters)  # exact zeros
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
                               eligible=kept)
         new = _lloyd.average(sums, weight, centers)
@@ -220,7 +220,7 @@ class Medoid:
             means = _lloyd.average(sums, weight, sums)
             return _lloyd.sq_dist_to_own(points, means, labels, runner=runner)
         w = points.new_ones(points.n) if sample_weight is None else sample_weight
-        total = w.new_zeros(self.n_clusters).index_add_(0, labels, w)
+        total = group_sums(w, labels, self.n_clusters)
         dist_sums = _lloyd.distance_sums(points, labels, self.n_clusters, sample_weight,
                                          runner=runner)
         return dist_sums / total[labels].clamp(min=torch.finfo(w.dtype).tiny)
