@@ -3,7 +3,8 @@
 Torch only, no scikit-learn. Scores and weightings (``_scores``, ``_weights``, composed by
 ``attend``); weightings of a query over its own group of keys (``_grouped``, the center
 updates of the clustering circuits); random-feature maps and linear attention over them
-(``_features``, ``_linear``); kNN attention (``_knn``, ``_knn_grad``, ``_index``).
+(``_features``, ``_linear``); kNN attention (``_knn``, ``_knn_grad``, ``_index``); the
+CPU score tiles' product (``_matmul``).
 """
 
 from ._attend import attend
@@ -22,6 +23,7 @@ from ._index import IVFIndex
 from ._knn import knn_attention, rao_blackwell, sample_keys, topk_keys
 from ._knn_grad import KNNAttention, knn_attention_grad
 from ._linear import POSITIVE_MAPS, kernel_attention, positive_features
+from ._matmul import matmul_nt
 from ._scores import SCORES, dot, get_score, neg_sq_euclidean
 from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax, sparsemax
 
@@ -51,6 +53,7 @@ __all__ = [
     "knn_attention",
     "knn_attention_grad",
     "linear",
+    "matmul_nt",
     "n_particles",
     "neg_sq_euclidean",
     "orthogonal_gaussian",

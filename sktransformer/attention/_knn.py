@@ -26,6 +26,8 @@ import math
 
 import torch
 
+from ._matmul import matmul_nt
+
 ESTIMATORS = ("truncated", "tail", "gumbel")
 _TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in float32
 # the exact search's filter: score tiles of _CHUNK keys (a tile of queries x _CHUNK stays in
@@ -193,12 +195,12 @@ def _filtered_topk(q, k, kk, scale, exclude, positions, buffers=None):
     maxima = _buffer(maxima, (*shape, -(-n_k // _CHUNK) * per_chunk), q, k)
     qs = q * scale
     for i, start in enumerate(range(0, n_k, _CHUNK)):
-        keys = k[..., start:start + _CHUNK, :].transpose(-1, -2)
-        if keys.shape[-1] == _CHUNK:
-            torch.matmul(qs, keys, out=tile)
+        keys = k[..., start:start + _CHUNK, :]
+        if keys.shape[-2] == _CHUNK:
+            tile = matmul_nt(qs, keys, out=tile)
         else:  # the last chunk's missing keys score -inf
-            tile[..., :keys.shape[-1]] = qs @ keys
-            tile[..., keys.shape[-1]:] = -torch.inf
+            tile[..., :keys.shape[-2]] = matmul_nt(qs, keys)
+            tile[..., keys.shape[-2]:] = -torch.inf
         _hide(tile, start, exclude, positions)
         _group_maxima(tile, maxima[..., i * per_chunk:(i + 1) * per_chunk])
     groups = _best_groups(maxima, kk)

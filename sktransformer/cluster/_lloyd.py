@@ -19,7 +19,7 @@ All functions take valid tensors (no input validation) and return tensors.
 
 import torch
 
-from ..attention import get_score
+from ..attention import get_score, matmul_nt
 from ..utils import ChunkRunner, iter_chunks, logger, progress
 
 
@@ -91,12 +91,11 @@ class PointTokens:
         """
         rows = min(self.rows, stop - start)
         buffer = self.X.new_empty(rows, self.width)
-        tile = self.X.new_empty(keys.shape[0], rows)
+        tile = self.X.new_empty(keys.shape[0], rows)  # (oneDNN returns a tile of its own)
         for sl in iter_chunks(stop, rows, start):
-            m = sl.stop - sl.start
             tokens = self._build(sl, buffer)
-            out = tile if m == rows else tile[:, :m].contiguous()
-            yield sl, tokens, torch.mm(keys, tokens.T, out=out)
+            out = tile if len(tokens) == rows else None
+            yield sl, tokens, matmul_nt(keys, tokens, out=out)
 
     def add_members(self, acc, sl, tokens, assignment, sample_weight=None):
         """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot

@@ -61,11 +61,12 @@ def _full_topk(q, k, kk, causal=False, exclude=None):
     (4096, 8, (2, 3), (3,)),  # broadcast heads
 ])
 @pytest.mark.parametrize("mask", ["none", "causal", "exclude"])
-def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask):
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])  # float32: oneDNN's tiles
+def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask, dtype):
     g = torch.Generator().manual_seed(n_k)
     n_q = 150
-    q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=torch.float64)
-    k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=torch.float64)
+    q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=dtype)
+    k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=dtype)
     exclude = torch.randint(0, n_k, (n_q,), generator=g) if mask == "exclude" else None
     # the queries' best keys fill two groups of the filter (keys _CHUNK // _GROUP apart in
     # the first tile, and the next ones)
