@@ -32,6 +32,10 @@ def test_matmul_nt_is_the_product(m, n, d):
     assert got.shape == (m, n) and got.is_contiguous()
     expected = a.double() @ b.double().T
     torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5 * d)
+    columns = b.T.contiguous().T  # b with contiguous columns (the soft update's tokens.T)
+    assert _matmul.uses_onednn(a, columns) == _matmul.uses_onednn(a, b)
+    torch.testing.assert_close(matmul_nt(a, columns).double(), expected, rtol=1e-5,
+                               atol=1e-5 * d)
 
 
 def test_what_onednn_does_not_take_goes_to_matmul():

@@ -74,6 +74,25 @@ def test_hard_assign_is_argmax_over_centers(shape):
     torch.testing.assert_close(best, scores.amax(0))
 
 
+@pytest.mark.parametrize("attention", ["euclidean", "dot", "cosine"])
+@pytest.mark.parametrize("temperature", [1e-4, 0.5, 1e4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_soft_assign_is_the_softmax_over_centers(attention, temperature, dtype):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 5, generator=g, dtype=dtype) * 3
+    X[0] = 0  # a zero row (the cosine score's special case)
+    points = _lloyd.PointTokens(X, rows=300, attention=attention)
+    sl = slice(0, 300)
+    scores = torch.mm(points.keys(X[1:8]), points._build(sl, X.new_empty(300, points.width)).T)
+    expected = torch.softmax(points.logits(sl, scores.clone(), temperature), dim=0)
+    _, best = _lloyd.hard_assign(scores.clone())
+    got = _lloyd.soft_assign(points, sl, scores, best, temperature)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.sum(0), torch.ones(300, dtype=dtype))
+    torch.testing.assert_close(got, expected, rtol=1e-4 if dtype == torch.float32 else 1e-9,
+                               atol=1e-6 if dtype == torch.float32 else 1e-12)
+
+
 def test_empty_cluster_is_relocated_as_sklearn_does():
     X, init = reference.blobs(scale=1.0)
     init = init.copy()
