@@ -53,14 +53,14 @@ def uses_onednn(a, b):
             and _onednn_linear() is not None)
 
 
-def matmul_nt(a, b, out=None):
+def matmul_nt(a, b, out=None, *, onednn=True):
     """``a @ b.T`` for ``a (..., m, d)`` and ``b (..., n, d)``: shape ``(..., m, n)``.
 
     The product of ``torch.matmul``, which computes it for batched shapes, gradients, other
     dtypes and devices (into ``out`` when given, a buffer to reuse); 2-D float32 CPU tensors
     without gradient (``a`` with contiguous rows, ``b`` with contiguous rows or columns) go
-    through oneDNN on AVX-512 processors, into a new tensor.
+    through oneDNN on AVX-512 processors, into a new tensor, unless ``onednn=False``.
     """
-    if uses_onednn(a, b):
+    if onednn and uses_onednn(a, b):
         return _onednn_linear()(a, b, None, "none", [], "")
     return torch.matmul(a, b.transpose(-1, -2), out=out)

@@ -61,12 +61,20 @@ def test_gradients_flow_through_the_fallback():
         assert _matmul.uses_onednn(a, b) == (_matmul._onednn_linear() is not None)
 
 
-def test_kmeans_fits_the_same_with_either_product(monkeypatch):
+@pytest.mark.parametrize("n_features, n_clusters, deep", [(40, 128, True), (12, 8, False)])
+def test_kmeans_fits_the_same_with_either_product(monkeypatch, n_features, n_clusters, deep):
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((3000, 12)).astype(np.float32)
+    X = rng.standard_normal((3000, n_features)).astype(np.float32)
     X[:1000] += 4
-    params = dict(n_clusters=8, random_state=0, n_init=1, device="cpu")
+    params = dict(n_clusters=n_clusters, random_state=0, n_init=1, device="cpu")
+    op = _matmul._onednn_linear()
+    calls = []
+    if op is not None:  # count the layer's oneDNN products
+        monkeypatch.setattr(_matmul, "_onednn_linear",
+                            lambda: lambda *args: calls.append(1) or op(*args))
     fast = TransformerKMeans(**params).fit(X)
+    # oneDNN scores the chunks of deep tokens only (where it measured faster in the fit)
+    assert bool(calls) == (deep and op is not None)
     monkeypatch.setattr(_matmul, "_ENABLED", False)
     plain = TransformerKMeans(**params).fit(X)
     np.testing.assert_array_equal(fast.labels_, plain.labels_)
