@@ -48,7 +48,7 @@ def uses_onednn(a, b):
     """Whether :func:`matmul_nt` sends ``a @ b.T`` to oneDNN."""
     return (_ENABLED and a.device.type == "cpu" and b.device.type == "cpu"
             and a.dtype == torch.float32 and b.dtype == torch.float32
-            and a.dim() == 2 and b.dim() == 2 and a.stride(-1) == 1 and 1 in b.stride()
+            and a.dim() >= 2 and b.dim() == 2 and a.stride(-1) == 1 and 1 in b.stride()
             and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad))
             and _onednn_linear() is not None)
 
@@ -57,9 +57,10 @@ def matmul_nt(a, b, out=None, *, onednn=True):
     """``a @ b.T`` for ``a (..., m, d)`` and ``b (..., n, d)``: shape ``(..., m, n)``.
 
     The product of ``torch.matmul``, which computes it for batched shapes, gradients, other
-    dtypes and devices (into ``out`` when given, a buffer to reuse); 2-D float32 CPU tensors
-    without gradient (``a`` with contiguous rows, ``b`` with contiguous rows or columns) go
-    through oneDNN on AVX-512 processors, into a new tensor, unless ``onednn=False``.
+    dtypes and devices (into ``out`` when given, a buffer to reuse); float32 CPU tensors
+    without gradient, ``b`` 2-D (``a`` with contiguous rows, ``b`` with contiguous rows or
+    columns), go through oneDNN on AVX-512 processors, into a new tensor, unless
+    ``onednn=False``.
     """
     if onednn and uses_onednn(a, b):
         return _onednn_linear()(a, b, None, "none", [], "")

@@ -41,12 +41,14 @@ def test_matmul_nt_is_the_product(m, n, d):
 def test_what_onednn_does_not_take_goes_to_matmul():
     a, b = _pair(6, 5, 4)
     assert not _matmul.uses_onednn(a.double(), b.double())  # float64
-    assert not _matmul.uses_onednn(a.unsqueeze(0), b)  # batched
+    assert not _matmul.uses_onednn(a, b.unsqueeze(0))  # batched keys
     assert not _matmul.uses_onednn(a.T.contiguous().T, b)  # strided rows
     a64, b64 = a.double(), b.double()
     torch.testing.assert_close(matmul_nt(a64, b64), a64 @ b64.T)
-    lead = torch.stack([a, 2 * a])
+    lead = torch.stack([a, 2 * a])  # batched queries, one b: oneDNN takes them too
+    assert _matmul.uses_onednn(lead, b) == (_matmul._onednn_linear() is not None)
     torch.testing.assert_close(matmul_nt(lead, b), lead @ b.T)
+    torch.testing.assert_close(matmul_nt(b, lead), b @ lead.transpose(-1, -2))
     out = torch.empty(6, 5, dtype=torch.float64)
     assert matmul_nt(a64, b64, out=out) is out  # the fallback fills the buffer
 
