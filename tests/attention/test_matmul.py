@@ -82,3 +82,15 @@ def test_kmeans_fits_the_same_with_either_product(monkeypatch, n_features, n_clu
     np.testing.assert_array_equal(fast.labels_, plain.labels_)
     np.testing.assert_allclose(fast.cluster_centers_, plain.cluster_centers_, atol=1e-5)
     assert fast.n_iter_ == plain.n_iter_
+
+
+def test_strided_views_give_the_product():
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(50, 40, generator=g)
+    B = torch.randn(30, 40, generator=g)
+    cases = [(A[:, :7], B[:, :7]), (A[::2], B), (A, B[::3]),
+             (torch.randn(2, 50, 40, generator=g)[:, :, :9], B[:, :9]),
+             (A[:, :20], torch.randn(40, 30, generator=g).T[:, :20])]
+    for a, b in cases:
+        expected = a.double() @ b.double().transpose(-1, -2)
+        torch.testing.assert_close(matmul_nt(a, b).double(), expected, rtol=1e-5, atol=1e-4)
