@@ -31,6 +31,7 @@ class Score:
 
     name = None
     n_slots = 1  # extra point-token columns, the constant 1 last
+    constant_slots = False  # whether slots() writes constants (once per token buffer)
     logit_scale = 1.0
     translation_invariant = True  # a common shift of queries and keys keeps the scores
 
@@ -54,8 +55,9 @@ class Score:
         """Key tokens (..., m, d + n_slots) of the keys ``k`` (..., m, d)."""
         raise NotImplementedError
 
-    def sq_dist(self, s, prepared):
-        """Squared distance from the augmented score ``s`` and the query's :meth:`prepare`."""
+    def sq_dist(self, s, prepared, out=None):
+        """Squared distance from the augmented score ``s`` and the query's :meth:`prepare`
+        (into ``out`` when given, which may be ``s``)."""
         raise NotImplementedError
 
     def logits(self, s, prepared, temperature):
@@ -82,6 +84,7 @@ class Euclidean(Score):
 
     name = "euclidean"
     n_slots = 1
+    constant_slots = True
     logit_scale = 2.0
 
     def __call__(self, queries, keys):
@@ -102,8 +105,8 @@ class Euclidean(Score):
     def keys(self, k):
         return torch.cat([k, -0.5 * _sq_norms(k)], -1)
 
-    def sq_dist(self, s, prepared):
-        return torch.add(prepared, s, alpha=-2.0)
+    def sq_dist(self, s, prepared, out=None):
+        return torch.add(prepared, s, alpha=-2.0, out=out)
 
 
 class Dot(Score):
@@ -128,8 +131,8 @@ class Dot(Score):
         sq = _sq_norms(k)
         return torch.cat([2.0 * k, -torch.ones_like(sq), -sq], -1)
 
-    def sq_dist(self, s, prepared):
-        return -s
+    def sq_dist(self, s, prepared, out=None):
+        return torch.neg(s, out=out)
 
 
 class Cosine(Score):
@@ -140,6 +143,7 @@ class Cosine(Score):
 
     name = "cosine"
     n_slots = 1
+    constant_slots = True
     logit_scale = 2.0
     translation_invariant = False
 
@@ -159,8 +163,8 @@ class Cosine(Score):
         unit = k / k.norm(dim=-1, keepdim=True).clamp(min=_TINY)
         return torch.cat([unit, torch.zeros_like(unit[..., :1])], -1)
 
-    def sq_dist(self, s, prepared):
-        return 2.0 - 2.0 * s / prepared.clamp(min=_TINY)
+    def sq_dist(self, s, prepared, out=None):
+        return torch.div(s, prepared.clamp(min=_TINY), out=out).mul_(-2.0).add_(2.0)
 
     def logits(self, s, prepared, temperature):
         return s.mul_(self.logit_scale / temperature).div_(prepared.clamp(min=_TINY))

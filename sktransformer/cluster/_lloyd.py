@@ -78,8 +78,16 @@ class PointTokens:
     def _build(self, sl, out):
         tokens = out[:sl.stop - sl.start]
         torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
-        self.score.slots(self.x_sq[sl], tokens[:, self.d:])
+        if not self.score.constant_slots:
+            self.score.slots(self.x_sq[sl], tokens[:, self.d:])
         return tokens
+
+    def _buffer(self, rows):
+        """A token buffer of ``rows`` rows, its constant slots written."""
+        buffer = self.X.new_empty(rows, self.width)
+        if self.score.constant_slots:
+            self.score.slots(None, buffer[:, self.d:])
+        return buffer
 
     def keys(self, centers):
         """Center tokens ``(k, D)`` for centers in the shifted coordinates."""
@@ -92,17 +100,21 @@ class PointTokens:
         the next chunk: one generator per worker.
         """
         rows = min(self.rows, stop - start)
-        buffer = self.X.new_empty(rows, self.width)
+        buffer = self._buffer(rows)
         tile = self.X.new_empty(keys.shape[0], rows)  # (oneDNN returns a tile of its own)
         # oneDNN's product pays in the fit for deep tokens only (paired fit times against
         # torch.mm: 0.67 at d = 128, k = 32; 0.83-0.85 at d = 32, k = 256 and d = 64, k = 64;
         # 0.96-1.07 at d = 32, k = 64, d = 16, k = 16 and d = 16, k = 256), and its fresh
         # tile per chunk raised the peak memory of a small fit by about 7 MB
         onednn = self.width >= 32 and self.width * keys.shape[0] >= 4096
+        buffer_t = buffer.T  # (one transposed view for the full chunks)
         for sl in iter_chunks(stop, rows, start):
             tokens = self._build(sl, buffer)
-            out = tile if len(tokens) == rows else None
-            yield sl, tokens, matmul_nt(keys, tokens, out=out, onednn=onednn)
+            if onednn or len(tokens) < rows:
+                scores = matmul_nt(keys, tokens, onednn=onednn)
+            else:
+                scores = torch.mm(keys, buffer_t, out=tile)
+            yield sl, tokens, scores
 
     def add_members(self, acc, sl, tokens, assignment, sample_weight=None):
         """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
@@ -115,9 +127,10 @@ class PointTokens:
         else:
             acc += matmul_nt(assignment, tokens.T)
 
-    def sq_dist(self, sl, best):
-        """Squared distance to the center of score ``best`` (broadcasts over centers)."""
-        return self.score.sq_dist(best, self.x_sq[sl])
+    def sq_dist(self, sl, best, out=None):
+        """Squared distance to the center of score ``best`` (broadcasts over centers), into
+        ``out`` when given (which may be ``best``)."""
+        return self.score.sq_dist(best, self.x_sq[sl], out=out)
 
     def logits(self, sl, scores, temperature):
         """Soft-assignment logits of a ``(k, m)`` score tile (overwrites it)."""
@@ -128,18 +141,27 @@ class PointTokens:
         return self.X[index] - self.shift
 
 
-def hard_assign(scores):
+def hard_assign(scores, out=None):
     """Arg-max over centers of a ``(k, m)`` score tile, and the maxima: labels (m,), best (m,).
 
     The tile is read as an image with ``m`` channels and one row of ``k`` pixels in
     channels-last memory, so ``max_pool2d`` over the row returns the maximum and its index
     vectorized across points: several times faster than ``argmax`` over short rows on the
     CPU. Ties go to the lowest index (the pool keeps the first maximum), as in scikit-learn.
+    ``out``: contiguous ``(labels, best)`` to write into, of shape (m,) or (1, m, 1, 1)
+    (the pool's own shape: views of the layer's buffers made once per layer, as each op
+    the worker threads call is a GIL round trip); returned as given.
     """
     k, m = scores.shape
     image = scores.as_strided((1, m, 1, k), (m * k, 1, m * k, m))
-    best, labels = torch.nn.functional.max_pool2d(image, (1, k), return_indices=True)
-    return labels.view(m), best.view(m)
+    if out is None:
+        best, labels = torch.nn.functional.max_pool2d(image, (1, k), return_indices=True)
+        return labels.view(m), best.view(m)
+    labels, best = out
+    if labels.dim() == 1:
+        labels, best = labels.view(1, m, 1, 1), best.view(1, m, 1, 1)
+    torch._C._nn.max_pool2d_with_indices(image, (1, k), (1, k), out=(best, labels))
+    return out
 
 
 _LOG2E = 1.0 / math.log(2.0)
@@ -166,13 +188,16 @@ def assign(points, centers, *, runner=_SERIAL):
     min_dist = points.new_empty(points.n)
     keys = points.keys(centers)
 
+    labels_4d, dist_4d = labels.view(1, -1, 1, 1), min_dist.view(1, -1, 1, 1)
+
     def span(start, stop):
         for sl, _, scores in points.chunks(keys, start, stop):
-            labels[sl], best = hard_assign(scores)
-            min_dist[sl] = points.sq_dist(sl, best)
+            hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]))
+            points.sq_dist(sl, min_dist[sl], out=min_dist[sl])
+        min_dist[start:stop].clamp_(min=0.0)
 
     runner.map(span, points.n)
-    return labels, min_dist.clamp_(min=0.0)
+    return labels, min_dist
 
 
 def sq_distances(points, centers, *, runner=_SERIAL):
@@ -223,23 +248,29 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
 
     k = centers.shape[0]
 
+    labels_4d, dist_4d = labels.view(1, -1, 1, 1), min_dist.view(1, -1, 1, 1)
+
     def span(start, stop):
         acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded
         for sl, values, scores in points.chunks(keys, start, stop):
-            lab, best = hard_assign(scores)
-            labels[sl] = lab
-            min_dist[sl] = points.sq_dist(sl, best).clamp_(min=0.0)
+            # the arg-max and the best score straight into labels and min_dist (each op is
+            # a GIL round trip for the worker threads: fewer ops, faster layers)
+            hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]))
+            lab, best = labels[sl], min_dist[sl]
+            assignment = None
+            if accumulate and temperature is not None:  # (from the best score)
+                assignment = soft_assign(points, sl, scores, best, temperature)
+            dist = points.sq_dist(sl, best, out=best)  # (clamped at 0 once per span)
             if not accumulate:
                 continue
-            if temperature is not None:
-                assignment = soft_assign(points, sl, scores, best, temperature)
-            elif cutoff is not None:  # (lab is the chunk's own tensor: labels got a copy)
+            if cutoff is not None:  # (a negative distance is within any radius)
                 radius = cutoff if len(cutoff) == 1 else cutoff.index_select(0, lab)
-                assignment = lab.masked_fill_(min_dist[sl] > radius, k)
-            else:
+                assignment = lab.masked_fill(dist > radius, k)
+            elif assignment is None:
                 assignment = lab
             points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,
                                assignment, sample_weight)
+        min_dist[start:stop].clamp_(min=0.0)
         return acc
 
     acc = sum(runner.map(span, points.n))

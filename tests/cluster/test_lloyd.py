@@ -74,6 +74,34 @@ def test_hard_assign_is_argmax_over_centers(shape):
     torch.testing.assert_close(best, scores.amax(0))
 
 
+@pytest.mark.parametrize("shape", [(37, 500), (1, 9), (300, 3)])
+def test_hard_assign_writes_into_the_buffers_it_is_given(shape):
+    scores = torch.randn(*shape, dtype=torch.float64)
+    m = shape[1]
+    labels, best = _lloyd.hard_assign(scores)
+    flat = (torch.full((m + 4,), -1), torch.zeros(m + 4, dtype=torch.float64))
+    out = (flat[0][2:m + 2], flat[1][2:m + 2])
+    assert _lloyd.hard_assign(scores, out=out) is out
+    assert torch.equal(out[0], labels) and torch.equal(out[1], best)
+    assert flat[0][:2].eq(-1).all() and flat[0][m + 2:].eq(-1).all()  # nothing outside
+    pooled = (torch.empty(1, m, 1, 1, dtype=torch.long),
+              torch.empty(1, m, 1, 1, dtype=torch.float64))
+    _lloyd.hard_assign(scores, out=pooled)
+    assert torch.equal(pooled[0].flatten(), labels) and torch.equal(pooled[1].flatten(), best)
+
+
+@pytest.mark.parametrize("attention", ["euclidean", "dot", "cosine"])
+def test_sq_dist_in_place_is_the_distance(attention):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(50, 4, generator=g, dtype=torch.float64)
+    X[0] = 0
+    points = _lloyd.PointTokens(X, rows=50, attention=attention)
+    best = torch.randn(50, generator=g, dtype=torch.float64)
+    expected = points.sq_dist(slice(0, 50), best.clone())
+    assert points.sq_dist(slice(0, 50), best, out=best) is best
+    torch.testing.assert_close(best, expected)
+
+
 @pytest.mark.parametrize("attention", ["euclidean", "dot", "cosine"])
 @pytest.mark.parametrize("temperature", [1e-4, 0.5, 1e4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
