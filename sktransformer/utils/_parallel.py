@@ -23,7 +23,8 @@ class ChunkRunner:
     Parameters
     ----------
     n_workers : int
-        Worker threads; 1 runs in the calling thread and changes nothing (GPU, tiny data).
+        Threads working, the calling thread one of them; 1 runs in the calling thread and
+        changes nothing (GPU, tiny data).
     """
 
     def __init__(self, n_workers=1):
@@ -42,7 +43,9 @@ class ChunkRunner:
         if self.n_workers > 1:
             self._saved_threads = torch.get_num_threads()
             torch.set_num_threads(1)
-            self._pool = ThreadPoolExecutor(self.n_workers, thread_name_prefix="sktransformer")
+            # (the calling thread is one of the workers)
+            self._pool = ThreadPoolExecutor(self.n_workers - 1,
+                                            thread_name_prefix="sktransformer")
         return self
 
     def __exit__(self, *exc):
@@ -64,5 +67,12 @@ class ChunkRunner:
                 return fn(lo, hi)
 
         bounds = [n * i // self.n_workers for i in range(self.n_workers + 1)]
-        futures = [self._pool.submit(run, lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
-        return [f.result() for f in futures]
+        spans = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo] or [(0, n)]
+        # the calling thread takes the last span itself (it would only wait): one thread
+        # wake-up less per map
+        futures = [self._pool.submit(run, lo, hi) for lo, hi in spans[:-1]]
+        try:
+            last = fn(*spans[-1])
+        finally:
+            results = [f.result() for f in futures]
+        return results + [last]
