@@ -7,7 +7,7 @@ single-threaded (torch releases the GIL inside ops), so the only synchronization
 sum of the workers' partial results.
 """
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import torch
 
@@ -73,6 +73,7 @@ class ChunkRunner:
         futures = [self._pool.submit(run, lo, hi) for lo, hi in spans[:-1]]
         try:
             last = fn(*spans[-1])
-        finally:
-            results = [f.result() for f in futures]
-        return results + [last]
+        except BaseException:
+            wait(futures)  # no work left running when the error leaves
+            raise
+        return [f.result() for f in futures] + [last]

@@ -75,6 +75,30 @@ def test_chunk_runner_splits_restores_threads_and_carries_inference_mode():
     assert ChunkRunner(1).map(span, 4) == [4]
 
 
+def test_chunk_runner_maps_in_span_order_and_waits_for_its_threads_on_error():
+    import threading
+    import time
+
+    from sktransformer.utils import ChunkRunner
+    caller = threading.get_ident()
+    done = []
+
+    def span(lo, hi):
+        if hi == 10:  # the last span: the calling thread's own
+            assert threading.get_ident() == caller
+            raise RuntimeError("boom")
+        time.sleep(0.05)
+        done.append((lo, hi))
+        return lo
+
+    with ChunkRunner(3) as runner:
+        assert runner.map(lambda lo, hi: (lo, hi), 10) == [(0, 3), (3, 6), (6, 10)]
+        assert runner.map(lambda lo, hi: (lo, hi), 0) == [(0, 0)]
+        with pytest.raises(RuntimeError, match="boom"):
+            runner.map(span, 10)
+        assert sorted(done) == [(0, 3), (3, 6)]  # the others finished before the error left
+
+
 def test_fit_leaves_torch_threads_as_it_found_them():
     from sktransformer import TransformerKMeans
     before = torch.get_num_threads()
