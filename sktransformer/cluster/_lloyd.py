@@ -97,16 +97,18 @@ class PointTokens:
         """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
 
         Tokens and scores are views into buffers owned by this generator and overwritten by
-        the next chunk: one generator per worker.
+        the next chunk: one generator per worker. Scores may be a fresh tile instead (the
+        oneDNN product's): a caller drops it (``del``) once used, so that a worker holds one
+        tile at a time.
         """
         rows = min(self.rows, stop - start)
         buffer = self._buffer(rows)
         tile = self.X.new_empty(keys.shape[0], rows)  # (oneDNN returns a tile of its own)
-        # oneDNN's product pays in the fit for deep tokens only (paired fit times against
-        # torch.mm: 0.67 at d = 128, k = 32; 0.83-0.85 at d = 32, k = 256 and d = 64, k = 64;
-        # 0.96-1.07 at d = 32, k = 64, d = 16, k = 16 and d = 16, k = 256), and its fresh
-        # tile per chunk raised the peak memory of a small fit by about 7 MB
-        onednn = self.width >= 32 and self.width * keys.shape[0] >= 4096
+        # oneDNN's product (a fresh tile per chunk: the callers drop each before the next)
+        # pays in the fit from width x k = 1024 on (paired fit times against torch.mm into
+        # the reused tile: 0.86 at d = 32, k = 64; 0.88 at d = 16, k = 256; 0.67 at d = 128,
+        # k = 32; but 1.18 at d = 8, k = 8, 1.03 at d = 2, k = 16, 0.94-1.02 at d = 32, k = 16)
+        onednn = self.width * keys.shape[0] >= 1024
         buffer_t = buffer.T  # (one transposed view for the full chunks)
         for sl in iter_chunks(stop, rows, start):
             tokens = self._build(sl, buffer)
@@ -115,6 +117,7 @@ class PointTokens:
             else:
                 scores = torch.mm(keys, buffer_t, out=tile)
             yield sl, tokens, scores
+            del scores  # (before the next product allocates its tile)
 
     def add_members(self, acc, sl, tokens, assignment, sample_weight=None):
         """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
@@ -193,6 +196,7 @@ def assign(points, centers, *, runner=_SERIAL):
     def span(start, stop):
         for sl, _, scores in points.chunks(keys, start, stop):
             hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]))
+            del scores
             points.sq_dist(sl, min_dist[sl], out=min_dist[sl])
         min_dist[start:stop].clamp_(min=0.0)
 
@@ -208,6 +212,7 @@ def sq_distances(points, centers, *, runner=_SERIAL):
     def span(start, stop):
         for sl, _, scores in points.chunks(keys, start, stop):
             out[sl] = points.sq_dist(sl, scores).T
+            del scores
 
     runner.map(span, points.n)
     return out.clamp_(min=0.0)
@@ -260,6 +265,7 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
             assignment = None
             if accumulate and temperature is not None:  # (from the best score)
                 assignment = soft_assign(points, sl, scores, best, temperature)
+            del scores  # (soft: the assignment is the tile, dropped below)
             dist = points.sq_dist(sl, best, out=best)  # (clamped at 0 once per span)
             if not accumulate:
                 continue
@@ -270,6 +276,7 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
                 assignment = lab
             points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,
                                assignment, sample_weight)
+            del assignment
         min_dist[start:stop].clamp_(min=0.0)
         return acc
 
@@ -432,6 +439,7 @@ def nearest_rows(points, centers):
     best_index = torch.zeros(centers.shape[0], dtype=torch.long, device=points.device)
     for sl, _, scores in points.chunks(keys, 0, points.n):
         dist = points.sq_dist(sl, scores)  # (k, m)
+        del scores
         value, index = dist.min(1)
         better = value < best_dist
         best_dist = torch.where(better, value, best_dist)
