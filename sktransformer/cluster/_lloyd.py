@@ -57,6 +57,7 @@ class PointTokens:
             self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
+        self._cache = {}  # the spans' token buffers and tiles
 
     @property
     def device(self):
@@ -82,12 +83,18 @@ class PointTokens:
             self.score.slots(self.x_sq[sl], tokens[:, self.d:])
         return tokens
 
-    def _buffer(self, rows):
-        """A token buffer of ``rows`` rows, its constant slots written."""
-        buffer = self.X.new_empty(rows, self.width)
-        if self.score.constant_slots:
-            self.score.slots(None, buffer[:, self.d:])
-        return buffer
+    def _buffers(self, start, rows, n_keys):
+        """The token buffer (``rows`` rows, its constant slots written) and the score tile of
+        the span from ``start``, made once and kept for the next layers: a worker's span is
+        the same each layer, and new buffers per layer raised the fit's peak memory."""
+        key = (start, rows, n_keys)
+        if key not in self._cache:
+            buffer = self.X.new_empty(rows, self.width)
+            if self.score.constant_slots:
+                self.score.slots(None, buffer[:, self.d:])
+            # (untouched, so without memory, where oneDNN returns tiles of its own)
+            self._cache[key] = buffer, self.X.new_empty(n_keys, rows)
+        return self._cache[key]
 
     def keys(self, centers):
         """Center tokens ``(k, D)`` for centers in the shifted coordinates."""
@@ -102,8 +109,7 @@ class PointTokens:
         tile at a time.
         """
         rows = min(self.rows, stop - start)
-        buffer = self._buffer(rows)
-        tile = self.X.new_empty(keys.shape[0], rows)  # (oneDNN returns a tile of its own)
+        buffer, tile = self._buffers(start, rows, keys.shape[0])
         # oneDNN's product (a fresh tile per chunk: the callers drop each before the next)
         # pays in the fit from width x k = 1024 on (paired fit times against torch.mm into
         # the reused tile: 0.86 at d = 32, k = 64; 0.88 at d = 16, k = 256; 0.67 at d = 128,

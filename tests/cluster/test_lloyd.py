@@ -90,6 +90,25 @@ def test_hard_assign_writes_into_the_buffers_it_is_given(shape):
     assert torch.equal(pooled[0].flatten(), labels) and torch.equal(pooled[1].flatten(), best)
 
 
+def test_layers_reuse_their_spans_buffers():
+    from sktransformer.utils import ChunkRunner
+    X = torch.rand(1000, 5, dtype=torch.float64)
+    points = _lloyd.PointTokens(X, rows=128)
+    labels, min_dist = torch.empty(1000, dtype=torch.long), torch.empty(1000, dtype=X.dtype)
+    centers = X[:4].clone()
+    with ChunkRunner(2) as runner:
+        first = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
+                             runner=runner)
+        buffers = {key: tuple(t.data_ptr() for t in value)
+                   for key, value in points._cache.items()}
+        again = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
+                             runner=runner)
+    assert len(buffers) == 2  # one per span
+    assert buffers == {key: tuple(t.data_ptr() for t in value)
+                       for key, value in points._cache.items()}
+    torch.testing.assert_close(first, again)
+
+
 @pytest.mark.parametrize("attention", ["euclidean", "dot", "cosine"])
 def test_sq_dist_in_place_is_the_distance(attention):
     g = torch.Generator().manual_seed(0)
