@@ -103,10 +103,10 @@ class PointTokens:
     def chunks(self, keys, start, stop):
         """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
 
-        Tokens and scores are views into buffers owned by this generator and overwritten by
-        the next chunk: one generator per worker. Scores may be a fresh tile instead (the
-        oneDNN product's): a caller drops it (``del``) once used, so that a worker holds one
-        tile at a time.
+        Tokens and scores are views into the span's buffers (kept for the next calls over
+        the same span), overwritten by the next chunk: one generator per span at a time.
+        Scores may be a fresh tile instead (the oneDNN product's): a caller drops it
+        (``del``) once used, so that a worker holds one tile at a time.
         """
         rows = min(self.rows, stop - start)
         buffer, tile = self._buffers(start, rows, keys.shape[0])
