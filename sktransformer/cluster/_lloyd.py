@@ -24,6 +24,8 @@ import torch
 from ..attention import get_score, matmul_nt
 from ..utils import ChunkRunner, iter_chunks, logger, progress
 
+_ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
+
 
 class PointTokens:
     """The point tokens of one data set, and the center keys that score against them.
@@ -114,14 +116,18 @@ class PointTokens:
         # pays in the fit from width x k = 1024 on (paired fit times against torch.mm into
         # the reused tile: 0.86 at d = 32, k = 64; 0.88 at d = 16, k = 256; 0.67 at d = 128,
         # k = 32; but 1.18 at d = 8, k = 8, 1.03 at d = 2, k = 16, 0.94-1.02 at d = 32, k = 16)
+        # oneDNN compiles a kernel for each new shape (about 1 ms, once per process): worth
+        # it for the chunks a fit repeats each layer, not for a small batch to predict
         onednn = self.width * keys.shape[0] >= 1024
         buffer_t = buffer.T  # (one transposed view for the full chunks)
         for sl in iter_chunks(stop, rows, start):
             tokens = self._build(sl, buffer)
-            if onednn or len(tokens) < rows:
-                scores = matmul_nt(keys, tokens, onednn=onednn)
-            else:
+            if onednn and len(tokens) >= _ONEDNN_MIN_ROWS:
+                scores = matmul_nt(keys, tokens)
+            elif len(tokens) == rows:
                 scores = torch.mm(keys, buffer_t, out=tile)
+            else:
+                scores = matmul_nt(keys, tokens, onednn=False)
             yield sl, tokens, scores
             del scores  # (before the next product allocates its tile)
 

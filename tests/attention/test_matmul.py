@@ -77,6 +77,9 @@ def test_kmeans_fits_the_same_with_either_product(monkeypatch, n_features, n_clu
     fast = TransformerKMeans(**params).fit(X)
     # oneDNN scores the chunks of deep tokens only (where it measured faster in the fit)
     assert bool(calls) == (deep and op is not None)
+    calls.clear()
+    fast.predict(X[:100])  # a small batch: no kernel to compile for its shape
+    assert not calls
     monkeypatch.setattr(_matmul, "_ENABLED", False)
     plain = TransformerKMeans(**params).fit(X)
     np.testing.assert_array_equal(fast.labels_, plain.labels_)
