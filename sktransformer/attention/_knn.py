@@ -34,6 +34,9 @@ _TILE = 1 << 25  # elements of one (query block, keys) score tile: 128 MB in flo
 # cache), reduced to the maximum of each group of _GROUP keys, groups of _SUPER groups
 _CHUNK, _GROUP, _SUPER = 1024, 4, 32
 _CACHED = 1 << 19  # elements of a cache-sized score tile: 2 MB in float32
+# oneDNN compiles a kernel per new product shape (about 1 ms, once per process): fewer
+# queries than this keep torch.matmul, so small batches of varying size compile nothing
+_ONEDNN_MIN_QUERIES = 256
 # lazy draws of a query switch to its full row past this many tail candidates per key: a
 # candidate scored by gathers costs about ten keys of a dense row (measured on the CPU)
 _DENSE = 0.1
@@ -137,15 +140,16 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
 
 def _filters(q, k, kk):
     """Whether the exact search goes through the group filter: on the CPU, from ``256 kk``
-    keys on when oneDNN scores the tiles (``512 kk`` when torch's BLAS does), where it
+    keys on when oneDNN scores the tiles (``512 kk`` when torch's BLAS does: other CPUs,
+    fewer than ``_ONEDNN_MIN_QUERIES`` queries), where it
     measured faster than one top-k over the tile (``kk`` = 8 and 32, d = 64; with oneDNN,
     at 256 kk: 49 against 68 ms, at 128 kk: 40 against 37). A GPU's ``topk`` is fast and
     its launches are not: one tile there."""
     if q.device.type != "cpu":
         return False
     with torch.no_grad():  # (the search runs without gradient)
-        per_key = 256 if uses_onednn(q, k) else 512
-    return 0 < kk * per_key <= k.shape[-2]
+        onednn = uses_onednn(q, k) and q.shape[-2] >= _ONEDNN_MIN_QUERIES
+    return 0 < kk * (256 if onednn else 512) <= k.shape[-2]
 
 
 def _hide(tile, start, exclude, positions):
@@ -200,12 +204,13 @@ def _filtered_topk(q, k, kk, scale, exclude, positions, buffers=None):
     tile = _buffer(tile, (*shape, _CHUNK), q, k)
     maxima = _buffer(maxima, (*shape, -(-n_k // _CHUNK) * per_chunk), q, k)
     qs = q * scale
+    onednn = q.shape[-2] >= _ONEDNN_MIN_QUERIES
     for i, start in enumerate(range(0, n_k, _CHUNK)):
         keys = k[..., start:start + _CHUNK, :]
         if keys.shape[-2] == _CHUNK:
-            tile = matmul_nt(qs, keys, out=tile)
+            tile = matmul_nt(qs, keys, out=tile, onednn=onednn)
         else:  # the last chunk's missing keys score -inf
-            tile[..., :keys.shape[-2]] = matmul_nt(qs, keys)
+            tile[..., :keys.shape[-2]] = matmul_nt(qs, keys, onednn=onednn)
             tile[..., keys.shape[-2]:] = -torch.inf
         _hide(tile, start, exclude, positions)
         _group_maxima(tile, maxima[..., i * per_chunk:(i + 1) * per_chunk])

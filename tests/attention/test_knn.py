@@ -65,7 +65,7 @@ def _full_topk(q, k, kk, causal=False, exclude=None):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])  # float32: oneDNN's tiles
 def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask, dtype):
     g = torch.Generator().manual_seed(n_k)
-    n_q = 150
+    n_q = 600  # blocks of 256 (oneDNN's tiles in float32) and a last one of 88 (torch's)
     q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=dtype)
     k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=dtype)
     exclude = torch.randint(0, n_k, (n_q,), generator=g) if mask == "exclude" else None
@@ -78,7 +78,7 @@ def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask, dtype
     with torch.no_grad():
         onednn = _matmul.uses_onednn(q, k)
     assert _filters(q, k, kk) == (n_k >= (256 if onednn else 512) * kk)
-    scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude, block=64)
+    scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude, block=256)
     full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
     torch.testing.assert_close(scores, full.values)
     seen = torch.isfinite(full.values)  # a causal query sees fewer than kk keys at first
@@ -387,3 +387,21 @@ def test_sampled_keys_follow_the_softmax(lazy, path, causal, monkeypatch):
     freq = torch.zeros_like(p).scatter_add_(-1, j, torch.ones_like(j, dtype=p.dtype)) / 20000
     assert float(freq[..., hidden].sum()) == 0.0
     assert float((freq - p).abs().max()) < 5 * (0.25 / 20000) ** 0.5
+
+
+def test_small_query_batches_compile_no_onednn_kernel(monkeypatch):
+    # oneDNN compiles a kernel per new shape: fewer than 256 queries keep torch.matmul
+    op = _matmul._onednn_linear()
+    if op is None:
+        pytest.skip("oneDNN is only used on AVX-512 CPUs")
+    calls = []
+    monkeypatch.setattr(_matmul, "_onednn_linear",
+                        lambda: lambda *args: calls.append(1) or op(*args))
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(5000, 16, generator=g)
+    q = torch.randn(300, 16, generator=g)
+    few, _ = topk_keys(q[:100], k, 8)
+    assert not calls
+    many, _ = topk_keys(q, k, 8)
+    assert calls
+    torch.testing.assert_close(few, many[:100])
