@@ -79,6 +79,8 @@ class PointTokens:
         return self.x_sq.new_ones(*shape)
 
     def _build(self, sl, out):
+        """The tokens of the rows ``sl`` in ``out``, a buffer from :meth:`_buffers` (whose
+        constant slots are already written)."""
         tokens = out[:sl.stop - sl.start]
         torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
         if not self.score.constant_slots:
