@@ -141,10 +141,10 @@ def topk_keys(q, k, n_neighbors, *, causal=False, scale=None, block=None, index=
 def _filters(q, k, kk):
     """Whether the exact search goes through the group filter: on the CPU, from ``256 kk``
     keys on when oneDNN scores the tiles (``512 kk`` when torch's BLAS does: other CPUs,
-    fewer than ``_ONEDNN_MIN_QUERIES`` queries), where it
-    measured faster than one top-k over the tile (``kk`` = 8 and 32, d = 64; with oneDNN,
-    at 256 kk: 49 against 68 ms, at 128 kk: 40 against 37). A GPU's ``topk`` is fast and
-    its launches are not: one tile there."""
+    fewer than ``_ONEDNN_MIN_QUERIES`` queries), where it measured faster than one top-k
+    over the tile (``kk`` = 8 and 32, d = 64; with oneDNN, at 256 kk: 49 against 68 ms, at
+    128 kk: 40 against 37). A GPU's ``topk`` is fast and its launches are not: one tile
+    there."""
     if q.device.type != "cpu":
         return False
     with torch.no_grad():  # (the search runs without gradient)

@@ -200,21 +200,12 @@ _SERIAL = ChunkRunner(1)
 
 
 def assign(points, centers, *, runner=_SERIAL):
-    """The assignment block alone: labels and squared distances to the closest center."""
+    """The assignment block alone: labels and squared distances to the closest center (the
+    layer without its center update)."""
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     min_dist = points.new_empty(points.n)
-    keys = points.keys(centers)
-
-    labels_4d, dist_4d = labels.view(1, -1, 1, 1), min_dist.view(1, -1, 1, 1)
-
-    def span(start, stop):
-        for sl, _, scores in points.chunks(keys, start, stop):
-            hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]))
-            del scores
-            points.sq_dist(sl, min_dist[sl], out=min_dist[sl])
-        min_dist[start:stop].clamp_(min=0.0)
-
-    runner.map(span, points.n)
+    layer(points, None, centers, labels=labels, min_dist=min_dist, accumulate=False,
+          runner=runner)
     return labels, min_dist
 
 
