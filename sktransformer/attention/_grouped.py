@@ -80,14 +80,17 @@ def _kth_largest(scores, groups, n_groups, q):
     rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
     # position start_j + rank_j - 1, unless rounding to float32 tied it with a neighbour
-    composite = groups << 32 | _float_key(-scores)
     start = torch.cumsum(counts, 0) - counts
     at = (start + rank - 1).clamp(max=len(scores) - 1)
     if scores.dtype == torch.float32 and scores.device.type == "cpu":
         # the key is the score: numpy sorts the keys alone, 2.4x faster than torch's sort
-        # with its permutation (n = 100000)
-        ordered = torch.from_numpy(np.sort(composite.numpy()))
+        # with its permutation (n = 100000), and builds them 5x faster than torch
+        bits = (-scores).numpy().view(np.int32).astype(np.int64)
+        keys = np.where(bits < 0, bits ^ 0x7FFFFFFF, bits) + (1 << 31)
+        keys |= groups.numpy() << 32
+        ordered = torch.from_numpy(np.sort(keys))
         return torch.where(counts > 0, -_float_of(ordered[at]), torch.inf)
+    composite = groups << 32 | _float_key(-scores)
     ordered, order = torch.sort(composite)
     threshold = torch.where(counts > 0, scores[order[at]], torch.inf)
     if scores.dtype != torch.float32:  # a float32 tie may hide the order of the values
@@ -117,28 +120,17 @@ def _float_of(composite):
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int32).view(torch.float32)
 
 
-def kth_smallest(values, rank):
-    """The ``rank``-th smallest of the 1-d ``values`` (1-based), exactly.
+_NUMPY_SELECTS = (torch.float32, torch.float64, torch.int32, torch.int64)
 
-    ``torch.kthvalue`` copies and partitions every value (about 10 ns each on the CPU). Here
-    the order statistics of a few thousand evenly spaced values bracket the answer: the
-    values inside the bracket, a few percent of them, go to ``kthvalue``, and ``values``
-    are only compared and counted. When the bracket misses (the evenly spaced values are
-    not typical of the rest), the whole selection runs: the answer is exact either way.
-    """
-    n = values.numel()
-    sample = max(2048, 4 * math.isqrt(n))  # the bracket holds 8 / sqrt(sample) of values
-    if n <= 12 * sample:  # (kthvalue: 0.07 against 0.16 ms at 24576, 0.4 against 0.19 at 32768)
-        return torch.kthvalue(values, rank).values
-    probe = values[::n // sample].contiguous()
-    at = rank / n * (len(probe) - 1)
-    margin = 2 * len(probe) ** 0.5  # 4 standard deviations of a sample quantile's rank
-    low, high = (float(torch.kthvalue(probe, i + 1).values) for i in (
-        max(0, math.floor(at - margin)), min(len(probe) - 1, math.ceil(at + margin))))
-    below = int(torch.count_nonzero(values < low))
-    inside = values[(values >= low) & (values <= high)]
-    if below < rank <= below + len(inside):
-        return torch.kthvalue(inside, rank - below).values
+
+def kth_smallest(values, rank):
+    """The ``rank``-th smallest of the 1-d ``values`` (1-based), exactly, as a 0-d tensor.
+
+    On the CPU by numpy's introselect (``np.partition``): ``torch.kthvalue`` copies and
+    partitions at about 12 ns a value there (1.25 against 0.13 ms at n = 100000, 6.0
+    against 1.3 ms at 10^6 in float32)."""
+    if values.device.type == "cpu" and values.dtype in _NUMPY_SELECTS:
+        return values.new_tensor(float(np.partition(values.detach().numpy(), rank - 1)[rank - 1]))
     return torch.kthvalue(values, rank).values
 
 

@@ -318,13 +318,13 @@ def online_step(points, sample_weight, centers, counts, *, temperature=None,
 
 
 def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_dist, *,
-                   hard=True, eligible=None):
+                   hard=True, excluded=None):
     """Move each empty cluster onto one of the points farthest from their centers.
 
     scikit-learn's rule: the ``n_empty`` points with the largest distance to their current
     center become the new centers, and (hard mode) leave the cluster they were counted in.
-    ``eligible``: a mask of the points that may be chosen (trimming's kept points); the
-    others rank below every eligible one. Changes ``sums`` and ``weight_in_clusters`` in
+    ``excluded``: the indices of points that may not be chosen (trimming's outliers); they
+    rank below every other. Changes ``sums`` and ``weight_in_clusters`` in
     place.
 
     Returns
@@ -336,8 +336,8 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
     n_empty = empty.numel()
     if n_empty == 0:
         return empty, empty
-    if eligible is not None:
-        min_dist = torch.where(eligible, min_dist, -1.0)
+    if excluded is not None:
+        min_dist = min_dist.index_fill(0, excluded, -1.0)
     far = torch.topk(min_dist, n_empty).indices
     x = points.rows_of(far)
     w = x.new_ones(n_empty) if sample_weight is None else sample_weight[far]

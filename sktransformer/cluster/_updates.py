@@ -29,6 +29,7 @@ whether unchanged output labels mean a fixed point (scikit-learn's strict conver
 
 import math
 
+import numpy as np
 import torch
 
 from ..attention import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
@@ -100,57 +101,90 @@ class Trim:
             return torch.zeros_like(labels), 1
         return labels, self.n_clusters
 
-    def _within(self, min_dist, labels, radius):
-        """Whether each point lies within its cluster's ``radius`` (a squared distance; one
-        for all when of shape (1,))."""
-        return min_dist <= (radius if len(radius) == 1 else radius.index_select(0, labels))
+    def _bound(self, radius, labels):
+        """Each point's radius: one for all when of shape (1,), else its cluster's."""
+        return radius if len(radius) == 1 else radius.index_select(0, labels)
 
     def _mark(self, labels, min_dist, sample_weight):
+        """The radius, the trimmed points (their indices) and the labels with -1 there."""
         groups, n_groups = self._groups(labels)
         radius = -group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim)
-        kept = self._within(min_dist, labels, radius)
-        return torch.where(kept, labels, -1), kept, radius
+        trimmed = _beyond(min_dist, self._bound(radius, labels))
+        return labels.clone().index_fill_(0, trimmed, -1), trimmed, radius
 
-    def _thresholds(self, labels, min_dist, kept):
+    def _thresholds(self, labels, min_dist, trimmed):
         """Per cluster, the squared distance of the farthest kept point, ``inf`` where
         nothing was trimmed (trimming nothing flags nothing)."""
         groups, n_groups = self._groups(labels)
+        kept = torch.ones_like(labels, dtype=torch.bool).index_fill_(0, trimmed, False)
         far_kept = min_dist.new_zeros(n_groups).scatter_reduce_(
             0, groups[kept], min_dist[kept], "amax")
-        trimmed = torch.zeros(n_groups, dtype=torch.bool, device=labels.device)
-        trimmed[groups[~kept]] = True
-        radius = torch.where(trimmed, far_kept, torch.inf)
+        cut = torch.zeros(n_groups, dtype=torch.bool, device=labels.device)
+        cut[groups[trimmed]] = True
+        radius = torch.where(cut, far_kept, torch.inf)
         return radius.expand(self.n_clusters) if self.mode == "global" else radius
+
+    def _crossed(self, labels, min_dist, radius, trimmed):
+        """The points the layer's sums (over the members within ``cutoff``) got wrong, as
+        (those to add, those to take out): the ones between the last radius and this one."""
+        if self.cutoff is None:  # the first layer summed every point
+            return trimmed.new_empty(0), trimmed
+        low, high = torch.minimum(radius, self.cutoff), torch.maximum(radius, self.cutoff)
+        crossed = _beyond(min_dist, self._bound(low, labels), self._bound(high, labels))
+        kept = min_dist[crossed] <= self._bound(radius, labels[crossed])
+        return crossed[kept], crossed[~kept]
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
-        marked, kept, radius = self._mark(labels, min_dist, sample_weight)
-        w = kept.to(min_dist.dtype)
-        if sample_weight is not None:
-            w = w * sample_weight
+        marked, trimmed, radius = self._mark(labels, min_dist, sample_weight)
         # the layer summed the members within the last layer's radius (``cutoff``): correct
         # by the few whose side changed, which lie near the radius (far outliers never
         # entered the sums, so their magnitude costs no precision)
-        summed = (torch.ones_like(kept) if self.cutoff is None
-                  else self._within(min_dist, labels, self.cutoff))
-        changed = torch.nonzero(kept != summed).flatten()
-        if changed.numel() <= points.n // 2:
-            entered = kept[changed]
-            _lloyd.add_rows(points, sums, labels, changed[~entered], sample_weight, alpha=-1)
-            _lloyd.add_rows(points, sums, labels, changed[entered], sample_weight)
-        else:  # most changed sides: sum the kept ones again
-            sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
+        entered, left = self._crossed(labels, min_dist, radius, trimmed)
         self.cutoff = radius
-        weight = group_sums(w, labels, self.n_clusters)  # exact zeros
+        w = None
+        if sample_weight is not None or len(entered) + len(left) > points.n // 2:
+            w = (min_dist.new_ones(points.n) if sample_weight is None
+                 else sample_weight.clone()).index_fill_(0, trimmed, 0.0)
+            weight = group_sums(w, labels, self.n_clusters)  # exact zeros
+        if len(entered) + len(left) > points.n // 2:  # most changed sides: sum again
+            sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
+        else:
+            for rows, sign in ((left, -1), (entered, 1)):
+                _lloyd.add_rows(points, sums, labels, rows, sample_weight, alpha=sign)
+                if sample_weight is None:  # (the layer's counts: integers, exactly)
+                    weight.index_add_(0, labels[rows], weight.new_ones(len(rows)), alpha=sign)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
-                              eligible=kept)
+                              excluded=trimmed)
         new = _lloyd.average(sums, weight, centers)
-        return new, marked, _objective(min_dist, sample_weight, kept)
+        return new, marked, self._objective(min_dist, sample_weight, trimmed)
+
+    @staticmethod
+    def _objective(min_dist, sample_weight, trimmed):
+        """The objective over the kept points (not the total less the trimmed: far outliers
+        would cancel the precision)."""
+        return _objective(min_dist.index_fill(0, trimmed, 0.0), sample_weight)
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
-        marked, kept, _ = self._mark(labels, min_dist, sample_weight)
-        self.thresholds = self._thresholds(labels, min_dist, kept)
-        return centers, marked, _objective(min_dist, sample_weight, kept)
+        marked, trimmed, _ = self._mark(labels, min_dist, sample_weight)
+        self.thresholds = self._thresholds(labels, min_dist, trimmed)
+        return centers, marked, self._objective(min_dist, sample_weight, trimmed)
+
+
+def _beyond(values, low, high=None):
+    """Indices of the ``values`` above ``low`` (and at most ``high``), bounds of shape (1,)
+    or ``values``'. On the CPU by numpy: torch's CPU comparisons into booleans run at about
+    0.5 ns a value, numpy's at 0.05 (47 against 4 us at n = 100000)."""
+    if values.device.type == "cpu":
+        v = values.numpy()
+        inside = v > low.numpy()
+        if high is not None:
+            inside &= v <= high.numpy()
+        return torch.from_numpy(np.flatnonzero(inside))
+    inside = values > low
+    if high is not None:
+        inside &= values <= high
+    return torch.nonzero(inside).flatten()
 
 
 class Sparsemax:

@@ -153,3 +153,19 @@ def test_empty_cluster_is_relocated_as_sklearn_does():
     np.testing.assert_array_equal(ours.labels_, theirs.labels_)
     # the relocated center is a data point: the one farthest from its center
     assert any(np.allclose(ours.cluster_centers_[3], x) for x in X)
+
+
+def test_relocation_skips_the_excluded_points():
+    # trimming's rule: an empty cluster moves onto the farthest point that is not an outlier
+    X = torch.tensor([[0.0], [1.0], [2.0], [50.0], [9.0]], dtype=torch.float64)
+    points = _lloyd.PointTokens(X, rows=4)
+    labels = torch.zeros(5, dtype=torch.long)
+    min_dist = X[:, 0] ** 2
+    sums, weight = X.sum(0, keepdim=True).repeat(2, 1), torch.tensor([5.0, 0.0],
+                                                                      dtype=torch.float64)
+    sums[1] = 0
+    empty, far = _lloyd.relocate_empty(points, None, sums, weight, labels, min_dist,
+                                       excluded=torch.tensor([3]))
+    assert empty.tolist() == [1] and far.tolist() == [4]  # 9, not the outlier at 50
+    assert sums[1].tolist() == [9.0] and weight.tolist() == [4.0, 1.0]
+    assert sums[0].tolist() == [X.sum() - 9.0]
