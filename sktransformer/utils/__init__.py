@@ -14,6 +14,7 @@ from ._arrays import (
     torch_dtype,
 )
 from ._chunks import chunk_rows, iter_chunks, sample_stride
+from ._compare import flatnonzero, greater
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
@@ -35,7 +36,9 @@ __all__ = [
     "check_squared_scale",
     "chunk_rows",
     "fit_context",
+    "flatnonzero",
     "follows_input",
+    "greater",
     "is_tensor",
     "iter_chunks",
     "logger",

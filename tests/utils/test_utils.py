@@ -4,6 +4,8 @@ import torch
 
 from sktransformer.utils import (
     chunk_rows,
+    flatnonzero,
+    greater,
     iter_chunks,
     make_generator,
     resolve_device,
@@ -104,3 +106,18 @@ def test_fit_leaves_torch_threads_as_it_found_them():
     before = torch.get_num_threads()
     TransformerKMeans(3, device="cpu", random_state=0).fit(np.random.rand(50_000, 4))
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16])
+def test_greater_and_flatnonzero_are_torch_ops(dtype):
+    # numpy's on the CPU (float16: torch's own), the same results, strided views included
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(2000, 3, generator=g) * 4).round().to(dtype)[:, 1]  # a strided view
+    for b in (a.flip(0), a[:1], torch.zeros((), dtype=dtype)):
+        mask = greater(a, b)
+        assert mask.dtype == torch.bool and torch.equal(mask, a > b)
+        found = flatnonzero(mask)
+        assert found.dtype == torch.int64 and torch.equal(found, torch.nonzero(a > b).flatten())
+    assert flatnonzero(torch.zeros(0, dtype=torch.bool)).shape == (0,)
+    grad = torch.ones(3, requires_grad=True)
+    assert torch.equal(greater(grad, torch.zeros(3)), torch.ones(3, dtype=torch.bool))
