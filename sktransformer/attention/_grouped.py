@@ -11,7 +11,6 @@ sparsemax (robust k-means), the arg-max and its Gumbel perturbation (k-medoids).
 mean of the members needs none of them: it is the ``index_add`` of the fast path.
 """
 
-import math
 
 import numpy as np
 import torch
@@ -46,7 +45,7 @@ def _cumsum_in_groups(values, groups_sorted, n_groups):
     return total - start[groups_sorted]
 
 
-def group_quantile(scores, groups, n_groups, weight=None, *, q):
+def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None):
     """Per group, the score above which the top ``q`` of the group's weight lies.
 
     The threshold ``s_j`` is the largest score such that the keys scoring at least ``s_j``
@@ -54,10 +53,15 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
     quantile). Keys tied with the threshold are all at or above it, so which keys pass does
     not depend on their order. ``q = 1`` gives the group's minimum; an empty group gets
     ``+inf``. Unweighted, this is the ``ceil(q n_j)``-th largest score of each group, found by
-    selection (``kthvalue``) instead of a sort.
+    selection instead of a sort.
+
+    ``below`` (unweighted only), a guess of a score above each group's threshold, shape
+    (n_groups,) or (1,) for all: for ``q`` near 1 the threshold is then selected among the
+    few keys scoring below the guess (trimmed k-means passes its last threshold, widened).
+    The answer is the same; when a group has too few such keys, all keys are used.
     """
     if weight is None:
-        return _kth_largest(scores, groups, n_groups, q)
+        return _kth_largest(scores, groups, n_groups, q, below)
     w = weight.to(torch.float64)
     order = _by_group_then_score(scores, groups, n_groups)
     g = groups[order]
@@ -71,19 +75,41 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q):
     return torch.where(total > 0, threshold, torch.inf).to(scores.dtype)
 
 
-def _kth_largest(scores, groups, n_groups, q):
+def _kth_largest(scores, groups, n_groups, q, below=None):
     """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score."""
+    if n_groups == 1:
+        counts = torch.full((1,), len(scores), device=scores.device)
+    else:
+        counts = torch.bincount(groups, minlength=n_groups)
+    rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
+    if below is not None:
+        # the rank-th largest is the (counts - rank + 1)-th smallest: among the keys below
+        # the guess when a group has that many of them
+        bound = below if len(below) == 1 else below.index_select(0, groups)
+        tail = flatnonzero(greater(bound, scores))
+        tail_groups = groups[tail]
+        tail_counts = (torch.full((1,), len(tail), device=scores.device) if n_groups == 1
+                       else torch.bincount(tail_groups, minlength=n_groups))
+        from_top = tail_counts - (counts - rank)  # the rank among the tail's keys
+        if bool(((from_top >= 1) | (counts == 0)).all()):
+            return _ranked(scores[tail], tail_groups, n_groups, tail_counts,
+                           from_top.clamp(min=1))
+    return _ranked(scores, groups, n_groups, counts, rank)
+
+
+def _ranked(scores, groups, n_groups, counts, rank):
+    """Per group, the ``rank``-th largest score (``+inf`` where ``counts`` is 0)."""
     if n_groups == 1:
         threshold = torch.full((1,), torch.inf, dtype=scores.dtype, device=scores.device)
         if len(scores):
-            threshold[0] = -kth_smallest(-scores, max(1, math.ceil(q * len(scores) * (1 - 1e-9))))
+            threshold[0] = -kth_smallest(-scores, int(rank[0]))
         return threshold
-    counts = torch.bincount(groups, minlength=n_groups)
-    rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
     # position start_j + rank_j - 1, unless rounding to float32 tied it with a neighbour
     start = torch.cumsum(counts, 0) - counts
-    at = (start + rank - 1).clamp(max=len(scores) - 1)
+    at = (start + rank - 1).clamp(min=0, max=max(len(scores) - 1, 0))
+    if len(scores) == 0:
+        return torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
     if scores.dtype == torch.float32 and scores.device.type == "cpu":
         # the key is the score: numpy sorts the keys alone, 2.4x faster than torch's sort
         # with its permutation (n = 100000), and builds them 5x faster than torch

@@ -77,6 +77,9 @@ class Mean:
         return centers, labels, _objective(min_dist, sample_weight)
 
 
+_WIDEN = 0.9  # the guess of the next radius (squared) to select beyond, from the last one
+
+
 class Trim:
     """Trimmed k-means: each center averages its members within a distance threshold.
 
@@ -108,7 +111,10 @@ class Trim:
     def _mark(self, labels, min_dist, sample_weight):
         """The radius, the trimmed points (their indices) and the labels with -1 there."""
         groups, n_groups = self._groups(labels)
-        radius = -group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim)
+        # the radius is selected among the points beyond 0.9 of the last one, when enough
+        below = None if self.cutoff is None else self.cutoff * -_WIDEN
+        radius = -group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim,
+                                 below=below)
         trimmed = _beyond(min_dist, self._bound(radius, labels))
         return labels.clone().index_fill_(0, trimmed, -1), trimmed, radius
 

@@ -148,3 +148,32 @@ def test_kth_smallest_is_kthvalue(order, dtype):
         found = kth_smallest(values, rank)
         assert found.dtype == dtype and found.shape == ()
         assert found == torch.kthvalue(values, rank).values
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_groups", [1, 7])
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.97, 1.0])
+def test_group_quantile_from_a_guess_is_the_same(dtype, n_groups, q, monkeypatch):
+    import sktransformer.attention._grouped as grouped
+
+    scores, groups, k, _ = _problem(5, n=3000, k=n_groups)
+    if n_groups == 1:
+        groups = torch.zeros_like(groups)
+    scores = (torch.round(scores * 8) / 8).to(dtype)  # ties at the thresholds
+    exact = group_quantile(scores, groups, k, q=q)
+    sorted_sizes = []
+    ranked = grouped._ranked
+    monkeypatch.setattr(grouped, "_ranked",
+                        lambda s, *a: sorted_sizes.append(len(s)) or ranked(s, *a))
+    finite = torch.where(torch.isfinite(exact), exact, 0.0)
+    for below in (finite + 0.5, finite + 1e-3, finite, finite - 0.5,  # a guess too low
+                  torch.full((k,), torch.inf, dtype=dtype), finite[:1] + 0.2,
+                  torch.full((k,), -torch.inf, dtype=dtype)):
+        sorted_sizes.clear()
+        found = group_quantile(scores, groups, k, q=q, below=below.to(dtype))
+        assert torch.equal(found, exact)
+        # a guess above every threshold sorts only the keys below it; a guess at or under
+        # one of them, all keys
+        tail = bool((below > exact)[torch.isfinite(exact)].all())
+        bound = below if len(below) == 1 else below[groups]
+        assert sorted_sizes[0] == (int((scores < bound).sum()) if tail else len(scores))
