@@ -12,6 +12,8 @@ mean of the members needs none of them: it is the ``index_add`` of the fast path
 """
 
 
+import math
+
 import numpy as np
 import torch
 
@@ -76,20 +78,28 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None):
 
 
 def _kth_largest(scores, groups, n_groups, q, below=None):
-    """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score."""
+    """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score.
+
+    With ``below``: the rank-th largest is the ``(n_j - rank + 1)``-th smallest, found
+    among the keys below the guess when a group has that many of them."""
     if n_groups == 1:
-        counts = torch.full((1,), len(scores), device=scores.device)
-    else:
-        counts = torch.bincount(groups, minlength=n_groups)
+        n = len(scores)
+        rank = max(1, math.ceil(q * n * (1 - 1e-9)))
+        if below is not None:
+            tail = scores[flatnonzero(greater(below, scores))]
+            if len(tail) >= n - rank + 1:
+                scores, rank = tail, len(tail) - (n - rank)
+        threshold = torch.full((1,), torch.inf, dtype=scores.dtype, device=scores.device)
+        if n:
+            threshold[0] = -kth_smallest(-scores, rank)
+        return threshold
+    counts = torch.bincount(groups, minlength=n_groups)
     rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     if below is not None:
-        # the rank-th largest is the (counts - rank + 1)-th smallest: among the keys below
-        # the guess when a group has that many of them
         bound = below if len(below) == 1 else below.index_select(0, groups)
         tail = flatnonzero(greater(bound, scores))
         tail_groups = groups[tail]
-        tail_counts = (torch.full((1,), len(tail), device=scores.device) if n_groups == 1
-                       else torch.bincount(tail_groups, minlength=n_groups))
+        tail_counts = torch.bincount(tail_groups, minlength=n_groups)
         from_top = tail_counts - (counts - rank)  # the rank among the tail's keys
         if bool(((from_top >= 1) | (counts == 0)).all()):
             return _ranked(scores[tail], tail_groups, n_groups, tail_counts,
@@ -98,18 +108,14 @@ def _kth_largest(scores, groups, n_groups, q, below=None):
 
 
 def _ranked(scores, groups, n_groups, counts, rank):
-    """Per group, the ``rank``-th largest score (``+inf`` where ``counts`` is 0)."""
-    if n_groups == 1:
-        threshold = torch.full((1,), torch.inf, dtype=scores.dtype, device=scores.device)
-        if len(scores):
-            threshold[0] = -kth_smallest(-scores, int(rank[0]))
-        return threshold
+    """Per group (of several), the ``rank``-th largest score (``+inf`` where ``counts`` is
+    0), by one sort."""
+    if len(scores) == 0:
+        return torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
     # one sort by (group, float32 key of -score): the rank-th largest of group j sits at
     # position start_j + rank_j - 1, unless rounding to float32 tied it with a neighbour
     start = torch.cumsum(counts, 0) - counts
-    at = (start + rank - 1).clamp(min=0, max=max(len(scores) - 1, 0))
-    if len(scores) == 0:
-        return torch.full((n_groups,), torch.inf, dtype=scores.dtype, device=scores.device)
+    at = (start + rank - 1).clamp(max=len(scores) - 1)
     if scores.dtype == torch.float32 and scores.device.type == "cpu":
         # the key is the score: numpy sorts the keys alone, 2.4x faster than torch's sort
         # with its permutation (n = 100000), and builds them 5x faster than torch

@@ -496,7 +496,7 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
                                                 min_dist, sums, weight, runner=runner)
         bar.update(1)
         if verbose > 1:
-            logger.info(f"Iteration {i}, inertia {objective}.")
+            logger.info(f"Iteration {i}, inertia {objective()}.")
         shift_tot = float((new_centers - centers).square().sum())
         centers = new_centers
         reason = stop_reason(i, strict=update.strict and torch.equal(marked, labels_old),
