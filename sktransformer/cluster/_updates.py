@@ -218,10 +218,13 @@ class Sparsemax:
     def __init__(self, n_clusters, beta):
         self.n_clusters, self.beta = n_clusters, beta
         self.tau = None  # the last layer's thresholds: where the next search starts
+        self._scores = None
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
-        scores = min_dist * (-self.beta / math.sqrt(points.d))
+        if self._scores is None:  # (kept across layers: fresh memory costs page faults)
+            self._scores = min_dist.new_empty(len(min_dist), dtype=torch.float64)
+        scores = self._scores.copy_(min_dist).mul_(-self.beta / math.sqrt(points.d))
         p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
                                       start=self.tau, return_threshold=True)
         sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
