@@ -22,7 +22,14 @@ import math
 import torch
 
 from ..attention import get_score, matmul_nt
-from ..utils import ChunkRunner, iter_chunks, logger, progress
+from ..utils import (
+    COMPILED_MIN_ELEMENTS,
+    ChunkRunner,
+    index_add_rows,
+    iter_chunks,
+    logger,
+    progress,
+)
 
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
 
@@ -59,6 +66,8 @@ class PointTokens:
             self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
+        # the update's sums by numba's loop when installed, for large fits (utils._scatter)
+        self.compiled = self.n * self.width >= COMPILED_MIN_ELEMENTS
         self._cache = {}  # the spans' token buffers and tiles
 
     @property
@@ -137,12 +146,12 @@ class PointTokens:
         """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
         of the labels ``assignment (m,)`` (hard) or the soft weights ``assignment (k, m)``,
         each point weighted by ``sample_weight``; the last column sums the weights."""
-        if sample_weight is not None:
-            tokens = tokens * sample_weight[sl].unsqueeze(1)
+        w = None if sample_weight is None else sample_weight[sl]
         if assignment.dim() == 1:
-            acc.index_add_(0, assignment, tokens)
+            index_add_rows(acc, assignment, tokens, w, compiled=self.compiled)
         else:
-            acc += matmul_nt(assignment, tokens.T)
+            weighted = tokens if w is None else tokens * w.unsqueeze(1)
+            acc += matmul_nt(assignment, weighted.T)
 
     def sq_dist(self, sl, best, out=None):
         """Squared distance to the center of score ``best`` (broadcasts over centers), into
@@ -376,7 +385,7 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
         buffer = points.new_empty(min(points.rows, stop - start), points.d)
         for sl in iter_chunks(stop, points.rows, start):
             values = torch.sub(points.X[sl], points.shift, out=buffer[:sl.stop - sl.start])
-            acc.index_add_(0, labels[sl], values.mul_(weights[sl].unsqueeze(1)))
+            index_add_rows(acc, labels[sl], values, weights[sl], compiled=points.compiled)
         return acc
 
     return sum(runner.map(span, points.n))

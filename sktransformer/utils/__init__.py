@@ -1,4 +1,5 @@
-"""Helpers shared by every estimator: devices, tensors, random state, chunking, threads."""
+"""Helpers shared by every estimator: devices, tensors, random state, chunking, threads,
+and the few CPU kernels torch is slow at (comparisons, row sums by index)."""
 
 from ._arrays import (
     ArrayAPISupport,
@@ -20,9 +21,11 @@ from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
+from ._scatter import COMPILED_MIN_ELEMENTS, compiled_available, index_add_rows
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 
 __all__ = [
+    "COMPILED_MIN_ELEMENTS",
     "ArrayAPISupport",
     "ChunkRunner",
     "HasMethods",
@@ -35,9 +38,11 @@ __all__ = [
     "check_data_and_target",
     "check_squared_scale",
     "chunk_rows",
+    "compiled_available",
     "fit_context",
     "flatnonzero",
     "follows_input",
+    "index_add_rows",
     "greater",
     "is_tensor",
     "iter_chunks",

@@ -169,3 +169,40 @@ def test_relocation_skips_the_excluded_points():
     assert empty.tolist() == [1] and far.tolist() == [4]  # 9, not the outlier at 50
     assert sums[1].tolist() == [9.0] and weight.tolist() == [4.0, 1.0]
     assert sums[0].tolist() == [X.sum() - 9.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("sktransformer").TransformerKMeans(5, n_init=1, random_state=0),
+    lambda: __import__("sktransformer").TrimmedTransformerKMeans(5, n_init=1, random_state=0),
+    lambda: __import__("sktransformer").RobustTransformerKMeans(5, beta=1.0, n_init=1,
+                                                                random_state=0),
+], ids=["kmeans", "trimmed", "robust"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
+    # numba's loop (when installed) adds the same rows in the same order as index_add_
+    import sktransformer.utils._scatter as scatter
+
+    X = np.random.default_rng(0).normal(size=(3000, 6)).astype(dtype)
+    w = np.random.default_rng(1).uniform(0.5, 2, 3000).astype(dtype)
+    monkeypatch.setattr(_lloyd, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
+    kernels = scatter._kernels()
+    if kernels is None:
+        pytest.skip("numba is not installed: only torch's path exists")
+    calls = []
+    monkeypatch.setattr(scatter, "_kernels", lambda: tuple(
+        lambda *a, f=f: calls.append(1) or f(*a) for f in kernels))
+    fits = []
+    for enabled in (True, False):
+        monkeypatch.setattr(scatter, "_ENABLED", enabled)
+        est = make().set_params(device="cpu", tol=0, max_iter=15).fit(X, sample_weight=w)
+        fits.append(est)
+        assert bool(calls) == enabled  # the loop ran, then not at all
+        calls.clear()
+    np.testing.assert_array_equal(fits[0].cluster_centers_, fits[1].cluster_centers_)
+    np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
+
+
+def test_large_fits_ask_for_the_compiled_sums():
+    small = _lloyd.PointTokens(torch.zeros(1000, 15), rows=64)
+    large = _lloyd.PointTokens(torch.zeros(_lloyd.COMPILED_MIN_ELEMENTS // 16, 15), rows=64)
+    assert not small.compiled and large.compiled

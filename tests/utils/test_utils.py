@@ -4,8 +4,10 @@ import torch
 
 from sktransformer.utils import (
     chunk_rows,
+    compiled_available,
     flatnonzero,
     greater,
+    index_add_rows,
     iter_chunks,
     make_generator,
     resolve_device,
@@ -121,3 +123,44 @@ def test_greater_and_flatnonzero_are_torch_ops(dtype):
     assert flatnonzero(torch.zeros(0, dtype=torch.bool)).shape == (0,)
     grad = torch.ones(3, requires_grad=True)
     assert torch.equal(greater(grad, torch.zeros(3)), torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_index_add_rows_compiled_is_index_add_to_the_bit(dtype, weighted):
+    g = torch.Generator().manual_seed(0)
+    source = torch.randn(5000, 17, generator=g, dtype=dtype) * 100
+    index = torch.randint(0, 9, (5000,), generator=g)
+    weight = torch.rand(5000, generator=g, dtype=dtype) if weighted else None
+    expected = torch.zeros(10, 17, dtype=dtype).index_add_(
+        0, index, source if weight is None else source * weight.unsqueeze(1))
+    for compiled in (False, True):
+        acc = torch.zeros(10, 17, dtype=dtype)
+        assert index_add_rows(acc, index, source, weight, compiled=compiled) is acc
+        assert torch.equal(acc, expected)  # the same additions in the same order
+
+
+def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
+    import sktransformer.utils._scatter as scatter
+
+    calls = []
+    kernels = scatter._kernels()
+    if kernels is None:
+        pytest.skip("numba is not installed: only torch's path exists")
+    monkeypatch.setattr(scatter, "_kernels",
+                        lambda: tuple(lambda *a, f=f: calls.append(1) or f(*a)
+                                      for f in kernels))
+    acc, index, source = torch.zeros(3, 4), torch.tensor([0, 2, 2]), torch.ones(3, 4)
+    index_add_rows(acc, index, source, compiled=True)
+    assert calls == [1] and acc[2].tolist() == [2.0] * 4
+    for args in ((acc, index.int(), source),  # int32 index
+                 (acc, index, torch.ones(4, 3).T),  # a strided source
+                 (acc, index, torch.ones(3, 4, requires_grad=True)),
+                 (acc.half(), index, source.half())):
+        with torch.no_grad():
+            index_add_rows(*args, compiled=True)
+    assert calls == [1] and acc[2].tolist() == [8.0] * 4  # torch's index_add_ for each
+    monkeypatch.setattr(scatter, "_ENABLED", False)
+    assert not compiled_available()
+    index_add_rows(acc, index, source, compiled=True)
+    assert calls == [1] and acc[2].tolist() == [10.0] * 4
