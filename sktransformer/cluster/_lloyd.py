@@ -25,6 +25,7 @@ from ..attention import get_score, matmul_nt
 from ..utils import (
     COMPILED_MIN_ELEMENTS,
     ChunkRunner,
+    compiled_available,
     index_add_rows,
     iter_chunks,
     logger,
@@ -66,8 +67,9 @@ class PointTokens:
             self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
-        # the update's sums by numba's loop when installed, for large fits (utils._scatter)
-        self.compiled = self.n * self.width >= COMPILED_MIN_ELEMENTS
+        # the update's sums by numba's loop when installed, for large fits (utils._scatter;
+        # loaded here, in the calling thread, before the workers need it)
+        self.compiled = self.n * self.width >= COMPILED_MIN_ELEMENTS and compiled_available()
         self._cache = {}  # the spans' token buffers and tiles
 
     @property

@@ -202,7 +202,12 @@ def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
 
 
-def test_large_fits_ask_for_the_compiled_sums():
+def test_large_fits_ask_for_the_compiled_sums(monkeypatch):
+    import sktransformer.utils._scatter as scatter
+
     small = _lloyd.PointTokens(torch.zeros(1000, 15), rows=64)
     large = _lloyd.PointTokens(torch.zeros(_lloyd.COMPILED_MIN_ELEMENTS // 16, 15), rows=64)
-    assert not small.compiled and large.compiled
+    assert not small.compiled and large.compiled == (scatter._kernels() is not None)
+    monkeypatch.setattr(scatter, "_ENABLED", False)
+    assert not _lloyd.PointTokens(torch.zeros(_lloyd.COMPILED_MIN_ELEMENTS // 16, 15),
+                                  rows=64).compiled
