@@ -384,10 +384,9 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
 
     def span(start, stop):
         acc = points.new_zeros(n_clusters, points.d)
-        buffer = points.new_empty(min(points.rows, stop - start), points.d)
         for sl in iter_chunks(stop, points.rows, start):
-            values = torch.sub(points.X[sl], points.shift, out=buffer[:sl.stop - sl.start])
-            index_add_rows(acc, labels[sl], values, weights[sl], compiled=points.compiled)
+            index_add_rows(acc, labels[sl], points.X[sl], weights[sl], shift=points.shift,
+                           compiled=points.compiled)
         return acc
 
     return sum(runner.map(span, points.n))

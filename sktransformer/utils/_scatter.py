@@ -42,16 +42,16 @@ def _kernels():
                 acc[j, c] += source[i, c]
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def add_weighted_rows(acc, index, source, weight):
+    def add_weighted_rows(acc, index, source, weight, shift):
         for i in range(source.shape[0]):
             j, w = index[i], weight[i]
             for c in range(source.shape[1]):
-                acc[j, c] += w * source[i, c]
+                acc[j, c] += w * (source[i, c] - shift[c])
 
     for dtype in (np.float32, np.float64):  # compiled (or loaded) here, all at once
         acc, index, source = np.zeros((1, 1), dtype), np.zeros(1, np.int64), np.ones((1, 1), dtype)
         add_rows(acc, index, source)
-        add_weighted_rows(acc, index, source, np.ones(1, dtype))
+        add_weighted_rows(acc, index, source, np.ones(1, dtype), np.zeros(1, dtype))
     return add_rows, add_weighted_rows
 
 
@@ -66,24 +66,27 @@ def _plain(*tensors):
                for t in tensors)
 
 
-def index_add_rows(acc, index, source, weight=None, *, compiled=False):
-    """``acc[index[i]] += weight[i] * source[i]`` in place, for ``acc (k, w)``, ``index (m,)``
-    and ``source (m, w)`` (``weight (m,)`` or None for ones); returns ``acc``.
+def index_add_rows(acc, index, source, weight=None, *, shift=None, compiled=False):
+    """``acc[index[i]] += weight[i] * (source[i] - shift)`` in place, for ``acc (k, w)``,
+    ``index (m,)`` and ``source (m, w)`` (``weight (m,)`` or None for ones, ``shift (w,)``
+    or None for zeros, given only with a weight); returns ``acc``.
 
     ``compiled=True`` runs numba's loop when it can (numba installed; CPU tensors of one
-    float dtype, contiguous, without gradient; int64 index), else torch's ``index_add_``.
+    float dtype, contiguous, without gradient; int64 index), else torch's ``index_add_``:
+    the same operations in the same order.
     """
-    if (compiled and acc.dtype in _DTYPES and source.dtype == acc.dtype
-            and index.dtype == torch.int64
-            and (weight is None or weight.dtype == acc.dtype)
-            and _plain(acc, index, source, *(() if weight is None else (weight,)))
-            and compiled_available()):
+    extra = () if weight is None else (weight,) if shift is None else (weight, shift)
+    if (compiled and acc.dtype in _DTYPES and index.dtype == torch.int64
+            and all(t.dtype == acc.dtype for t in (source, *extra))
+            and _plain(acc, index, source, *extra) and compiled_available()):
         add_rows, add_weighted_rows = _kernels()
         if weight is None:
             add_rows(acc.numpy(), index.numpy(), source.numpy())
         else:
-            add_weighted_rows(acc.numpy(), index.numpy(), source.numpy(), weight.numpy())
+            add_weighted_rows(acc.numpy(), index.numpy(), source.numpy(), weight.numpy(),
+                              (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy())
         return acc
     if weight is not None:
-        source = source * weight.unsqueeze(1)
+        source = (source * weight.unsqueeze(1) if shift is None
+                  else torch.sub(source, shift).mul_(weight.unsqueeze(1)))
     return acc.index_add_(0, index, source)

@@ -126,18 +126,21 @@ def test_greater_and_flatnonzero_are_torch_ops(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("weighted", [None, "weight", "weight and shift"])
 def test_index_add_rows_compiled_is_index_add_to_the_bit(dtype, weighted):
     g = torch.Generator().manual_seed(0)
     source = torch.randn(5000, 17, generator=g, dtype=dtype) * 100
     index = torch.randint(0, 9, (5000,), generator=g)
     weight = torch.rand(5000, generator=g, dtype=dtype) if weighted else None
+    shift = torch.randn(17, generator=g, dtype=dtype) if weighted == "weight and shift" else None
+    rows = source if shift is None else source - shift
     expected = torch.zeros(10, 17, dtype=dtype).index_add_(
-        0, index, source if weight is None else source * weight.unsqueeze(1))
+        0, index, rows if weight is None else rows * weight.unsqueeze(1))
     for compiled in (False, True):
         acc = torch.zeros(10, 17, dtype=dtype)
-        assert index_add_rows(acc, index, source, weight, compiled=compiled) is acc
-        assert torch.equal(acc, expected)  # the same additions in the same order
+        assert index_add_rows(acc, index, source, weight, shift=shift,
+                              compiled=compiled) is acc
+        assert torch.equal(acc, expected)  # the same operations in the same order
 
 
 def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
