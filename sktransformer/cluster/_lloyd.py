@@ -144,13 +144,16 @@ class PointTokens:
             yield sl, tokens, scores
             del scores  # (before the next product allocates its tile)
 
-    def add_members(self, acc, sl, tokens, assignment, sample_weight=None):
+    def add_members(self, acc, sl, tokens, assignment, sample_weight=None, within=None):
         """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
         of the labels ``assignment (m,)`` (hard) or the soft weights ``assignment (k, m)``,
-        each point weighted by ``sample_weight``; the last column sums the weights."""
+        each point weighted by ``sample_weight``; the last column sums the weights.
+        ``within=(dist, radius)`` (hard): only the points within their cluster's radius;
+        ``acc`` then has a last row to discard (:func:`~sktransformer.utils.index_add_rows`).
+        """
         w = None if sample_weight is None else sample_weight[sl]
         if assignment.dim() == 1:
-            index_add_rows(acc, assignment, tokens, w, compiled=self.compiled)
+            index_add_rows(acc, assignment, tokens, w, within=within, compiled=self.compiled)
         else:
             weighted = tokens if w is None else tokens * w.unsqueeze(1)
             acc += matmul_nt(assignment, weighted.T)
@@ -285,13 +288,11 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
             dist = points.sq_dist(sl, best, out=best)  # (clamped at 0 once per span)
             if not accumulate:
                 continue
-            if cutoff is not None:  # (a negative distance is within any radius)
-                radius = cutoff if len(cutoff) == 1 else cutoff.index_select(0, lab)
-                assignment = lab.masked_fill(dist > radius, k)
-            elif assignment is None:
+            if assignment is None:
                 assignment = lab
             points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,
-                               assignment, sample_weight)
+                               assignment, sample_weight,
+                               within=None if cutoff is None else (dist, cutoff))
             del assignment
         min_dist[start:stop].clamp_(min=0.0)
         return acc

@@ -72,7 +72,9 @@ class SparsePointTokens(PointTokens):
                                  extra.T)
             yield sl, chunk, scores
 
-    def add_members(self, acc, sl, chunk, assignment, sample_weight=None):
+    def add_members(self, acc, sl, chunk, assignment, sample_weight=None, within=None):
+        if within is not None:  # (the trimmed variants take dense data only)
+            raise NotImplementedError("Sums within a radius need dense data.")
         w = (self.values.new_ones(chunk.shape[0]) if sample_weight is None
              else sample_weight[sl])
         weighted = chunk.values * w[chunk.rows]

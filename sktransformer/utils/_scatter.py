@@ -35,23 +35,27 @@ def _kernels():
         return None
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def add_rows(acc, index, source):
+    def add_rows(acc, index, source, dist, radius):
         for i in range(source.shape[0]):
             j = index[i]
+            if radius.shape[0] and dist[i] > radius[0 if radius.shape[0] == 1 else j]:
+                continue
             for c in range(source.shape[1]):
                 acc[j, c] += source[i, c]
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def add_weighted_rows(acc, index, source, weight, shift):
+    def add_weighted_rows(acc, index, source, dist, radius, weight, shift):
         for i in range(source.shape[0]):
             j, w = index[i], weight[i]
+            if radius.shape[0] and dist[i] > radius[0 if radius.shape[0] == 1 else j]:
+                continue
             for c in range(source.shape[1]):
                 acc[j, c] += w * (source[i, c] - shift[c])
 
     for dtype in (np.float32, np.float64):  # compiled (or loaded) here, all at once
-        acc, index, source = np.zeros((1, 1), dtype), np.zeros(1, np.int64), np.ones((1, 1), dtype)
-        add_rows(acc, index, source)
-        add_weighted_rows(acc, index, source, np.ones(1, dtype), np.zeros(1, dtype))
+        acc, index, one = np.zeros((1, 1), dtype), np.zeros(1, np.int64), np.ones(1, dtype)
+        add_rows(acc, index, acc, one, one)
+        add_weighted_rows(acc, index, acc, one, one, one, one)
     return add_rows, add_weighted_rows
 
 
@@ -66,26 +70,37 @@ def _plain(*tensors):
                for t in tensors)
 
 
-def index_add_rows(acc, index, source, weight=None, *, shift=None, compiled=False):
+def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
+                   compiled=False):
     """``acc[index[i]] += weight[i] * (source[i] - shift)`` in place, for ``acc (k, w)``,
     ``index (m,)`` and ``source (m, w)`` (``weight (m,)`` or None for ones, ``shift (w,)``
     or None for zeros, given only with a weight); returns ``acc``.
 
-    ``compiled=True`` runs numba's loop when it can (numba installed; CPU tensors of one
-    float dtype, contiguous, without gradient; int64 index), else torch's ``index_add_``:
-    the same operations in the same order.
+    ``within=(dist, radius)``: only the rows with ``dist[i] <= radius[index[i]]`` (one radius
+    for all when of shape (1,)); the others go to ``acc``'s last row, which the caller
+    discards (they are skipped on the compiled path). ``compiled=True`` runs numba's loop
+    when it can (numba installed; CPU tensors of one float dtype, contiguous, without
+    gradient; int64 index), else torch's ``index_add_``: the same operations in the same
+    order.
     """
-    extra = () if weight is None else (weight,) if shift is None else (weight, shift)
+    dist, radius = (None, None) if within is None else within
+    extra = [t for t in (weight, shift, dist, radius) if t is not None]
     if (compiled and acc.dtype in _DTYPES and index.dtype == torch.int64
             and all(t.dtype == acc.dtype for t in (source, *extra))
             and _plain(acc, index, source, *extra) and compiled_available()):
         add_rows, add_weighted_rows = _kernels()
+        none = acc.new_empty(0).numpy()
+        limits = (none, none) if within is None else (dist.numpy(), radius.numpy())
         if weight is None:
-            add_rows(acc.numpy(), index.numpy(), source.numpy())
+            add_rows(acc.numpy(), index.numpy(), source.numpy(), *limits)
         else:
-            add_weighted_rows(acc.numpy(), index.numpy(), source.numpy(), weight.numpy(),
+            add_weighted_rows(acc.numpy(), index.numpy(), source.numpy(), *limits,
+                              weight.numpy(),
                               (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy())
         return acc
+    if within is not None:  # (a negative distance is within any radius)
+        bound = radius if len(radius) == 1 else radius.index_select(0, index)
+        index = index.masked_fill(dist > bound, acc.shape[0] - 1)
     if weight is not None:
         source = (source * weight.unsqueeze(1) if shift is None
                   else torch.sub(source, shift).mul_(weight.unsqueeze(1)))

@@ -174,9 +174,11 @@ def test_relocation_skips_the_excluded_points():
 @pytest.mark.parametrize("make", [
     lambda: __import__("sktransformer").TransformerKMeans(5, n_init=1, random_state=0),
     lambda: __import__("sktransformer").TrimmedTransformerKMeans(5, n_init=1, random_state=0),
+    lambda: __import__("sktransformer").TrimmedTransformerKMeans(
+        5, trimming="per_cluster", n_init=1, random_state=0),
     lambda: __import__("sktransformer").RobustTransformerKMeans(5, beta=1.0, n_init=1,
                                                                 random_state=0),
-], ids=["kmeans", "trimmed", "robust"])
+], ids=["kmeans", "trimmed", "trimmed-per-cluster", "robust"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
     # numba's loop (when installed) adds the same rows in the same order as index_add_

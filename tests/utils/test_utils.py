@@ -167,3 +167,27 @@ def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
     assert not compiled_available()
     index_add_rows(acc, index, source, compiled=True)
     assert calls == [1] and acc[2].tolist() == [10.0] * 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("radii", [1, 9])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_index_add_rows_within_a_radius(dtype, radii, weighted):
+    # only the rows within their group's radius; torch's path puts the others in the last
+    # row, the compiled one skips them: the groups' rows are the same to the bit
+    g = torch.Generator().manual_seed(1)
+    source = torch.randn(4000, 5, generator=g, dtype=dtype)
+    index = torch.randint(0, 9, (4000,), generator=g)
+    dist = torch.rand(4000, generator=g, dtype=dtype)
+    dist[::50] = -1e-7  # (rounding: within any radius)
+    radius = torch.rand(radii, generator=g, dtype=dtype)
+    dist[1:20] = radius[0] if radii == 1 else radius[index[1:20]]  # at the radius: within
+    weight = torch.rand(4000, generator=g, dtype=dtype) if weighted else None
+    inside = dist <= (radius if radii == 1 else radius[index])
+    kept = source[inside] if weight is None else (source * weight.unsqueeze(1))[inside]
+    expected = torch.zeros(10, 5, dtype=dtype).index_add_(0, index[inside], kept)
+    for compiled in (False, True):
+        acc = torch.zeros(10, 5, dtype=dtype)
+        index_add_rows(acc, index, source, weight, within=(dist, radius), compiled=compiled)
+        assert torch.equal(acc[:9], expected[:9])
+        assert (acc[9] == 0).all() == (compiled and compiled_available())
