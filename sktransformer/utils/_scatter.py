@@ -6,7 +6,7 @@ extra), large fits run a compiled loop instead: 4-6 ns a row, the per-row weight
 in, and the GIL released, so the layer's worker threads do not queue for it. The rows are
 added in the same order, so the sums are the same to the bit.
 
-The compiled loop costs a fresh process about 0.25 s to import numba and 0.3-0.5 s to load
+The compiled loop costs a fresh process about 0.25 s to import numba and 0.2-0.4 s to load
 its cached machine code (about 1 s to compile it, the first time ever), and about 100 MB of
 memory for numba's compiler: callers ask for it (``compiled=True``) only for fits whose
 every layer is large (see ``COMPILED_MIN_ELEMENTS``).
