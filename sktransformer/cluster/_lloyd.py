@@ -385,9 +385,12 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
 
     def span(start, stop):
         acc = points.new_zeros(n_clusters, points.d)
+        buffer = None if points.compiled else points.new_empty(
+            min(points.rows, stop - start), points.d)  # (torch's path: one per span)
         for sl in iter_chunks(stop, points.rows, start):
             index_add_rows(acc, labels[sl], points.X[sl], weights[sl], shift=points.shift,
-                           compiled=points.compiled)
+                           compiled=points.compiled,
+                           scratch=None if buffer is None else buffer[:sl.stop - sl.start])
         return acc
 
     return sum(runner.map(span, points.n))

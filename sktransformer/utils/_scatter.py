@@ -71,7 +71,7 @@ def _plain(*tensors):
 
 
 def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
-                   compiled=False):
+                   compiled=False, scratch=None):
     """``acc[index[i]] += weight[i] * (source[i] - shift)`` in place, for ``acc (k, w)``,
     ``index (m,)`` and ``source (m, w)`` (``weight (m,)`` or None for ones, ``shift (w,)``
     or None for zeros, given only with a weight); returns ``acc``.
@@ -81,7 +81,7 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     discards (they are skipped on the compiled path). ``compiled=True`` runs numba's loop
     when it can (numba installed; CPU tensors of one float dtype, contiguous, without
     gradient; int64 index), else torch's ``index_add_``: the same operations in the same
-    order.
+    order. ``scratch``: a ``(m, w)`` buffer that torch's path may write the shifted rows into.
     """
     dist, radius = (None, None) if within is None else within
     extra = [t for t in (weight, shift, dist, radius) if t is not None]
@@ -103,5 +103,5 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
         index = index.masked_fill(dist > bound, acc.shape[0] - 1)
     if weight is not None:
         source = (source * weight.unsqueeze(1) if shift is None
-                  else torch.sub(source, shift).mul_(weight.unsqueeze(1)))
+                  else torch.sub(source, shift, out=scratch).mul_(weight.unsqueeze(1)))
     return acc.index_add_(0, index, source)
