@@ -11,7 +11,6 @@ sparsemax (robust k-means), the arg-max and its Gumbel perturbation (k-medoids).
 mean of the members needs none of them: it is the ``index_add`` of the fast path.
 """
 
-
 import math
 
 import numpy as np
