@@ -36,10 +36,13 @@ def _kernels():
     except ImportError:
         return None
 
+    # (bounds unchecked but the index's: a wrong one raises instead of writing elsewhere)
     @numba.njit(nogil=True, cache=True, boundscheck=False)
     def add_rows(acc, index, source, dist, radius):
         for i in range(source.shape[0]):
             j = index[i]
+            if j < 0 or j >= acc.shape[0]:
+                raise IndexError("index out of range")
             if radius.shape[0] and dist[i] > radius[0 if radius.shape[0] == 1 else j]:
                 continue
             for c in range(source.shape[1]):
@@ -49,6 +52,8 @@ def _kernels():
     def add_weighted_rows(acc, index, source, dist, radius, weight, shift):
         for i in range(source.shape[0]):
             j, w = index[i], weight[i]
+            if j < 0 or j >= acc.shape[0]:
+                raise IndexError("index out of range")
             if radius.shape[0] and dist[i] > radius[0 if radius.shape[0] == 1 else j]:
                 continue
             for c in range(source.shape[1]):

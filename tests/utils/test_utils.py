@@ -191,3 +191,15 @@ def test_index_add_rows_within_a_radius(dtype, radii, weighted):
         index_add_rows(acc, index, source, weight, within=(dist, radius), compiled=compiled)
         assert torch.equal(acc[:9], expected[:9])
         assert (acc[9] == 0).all() == (compiled and compiled_available())
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_index_add_rows_refuses_an_index_out_of_range(weighted, bad):
+    # both paths raise (the compiled loop checks the index though not other bounds)
+    acc, source = torch.zeros(3, 4), torch.ones(5, 4)
+    index = torch.tensor([0, 1, bad, 2, 0])
+    weight = torch.ones(5) if weighted else None
+    for compiled in (False, True):
+        with pytest.raises((IndexError, RuntimeError)):
+            index_add_rows(acc, index, source, weight, compiled=compiled)
