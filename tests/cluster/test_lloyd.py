@@ -5,6 +5,7 @@ import pytest
 import torch
 from sklearn.cluster import KMeans
 
+from sktransformer import RobustTransformerKMeans, TransformerKMeans, TrimmedTransformerKMeans
 from sktransformer.cluster import KMeansCircuit, _lloyd
 
 from . import reference
@@ -145,7 +146,6 @@ def test_empty_cluster_is_relocated_as_sklearn_does():
     X, init = reference.blobs(scale=1.0)
     init = init.copy()
     init[3] = [100.0, 100.0, 100.0]  # attracts no point: empty after the first assignment
-    from sktransformer import TransformerKMeans
     ours = TransformerKMeans(4, init=init, n_init=1, max_iter=1, tol=0, device="cpu").fit(X)
     theirs = KMeans(4, init=init, n_init=1, max_iter=1, tol=0, algorithm="lloyd").fit(X)
     assert np.isfinite(ours.cluster_centers_).all()
@@ -172,12 +172,10 @@ def test_relocation_skips_the_excluded_points():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: __import__("sktransformer").TransformerKMeans(5, n_init=1, random_state=0),
-    lambda: __import__("sktransformer").TrimmedTransformerKMeans(5, n_init=1, random_state=0),
-    lambda: __import__("sktransformer").TrimmedTransformerKMeans(
-        5, trimming="per_cluster", n_init=1, random_state=0),
-    lambda: __import__("sktransformer").RobustTransformerKMeans(5, beta=1.0, n_init=1,
-                                                                random_state=0),
+    lambda: TransformerKMeans(5, n_init=1, random_state=0),
+    lambda: TrimmedTransformerKMeans(5, n_init=1, random_state=0),
+    lambda: TrimmedTransformerKMeans(5, trimming="per_cluster", n_init=1, random_state=0),
+    lambda: RobustTransformerKMeans(5, beta=1.0, n_init=1, random_state=0),
 ], ids=["kmeans", "trimmed", "trimmed-per-cluster", "robust"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
