@@ -13,6 +13,7 @@ every layer is large (see ``COMPILED_MIN_ELEMENTS``).
 """
 
 import functools
+import warnings
 
 import numpy as np
 import torch
@@ -30,14 +31,29 @@ _DTYPES = (torch.float32, torch.float64)
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """The compiled loops, or None without numba."""
+    """The compiled loops, or None without numba. Where numba cannot cache its machine code
+    (no writable directory) they are compiled in memory; where they cannot be built at all,
+    torch's path serves, with a warning."""
     try:
         import numba
     except ImportError:
         return None
+    errors = []
+    for cache in (True, False):
+        try:
+            return _build(numba, cache)
+        except Exception as exc:  # (numba's errors have no common base worth naming)
+            errors.append(exc)
+    warnings.warn(f"numba's row sums could not be built ({errors[-1]!r}); torch's "
+                  "index_add_ serves instead.", RuntimeWarning, stacklevel=2)
+    return None
+
+
+def _build(numba, cache):
+    """numba's loops, compiled (or loaded from numba's cache) for float32 and float64."""
 
     # (bounds unchecked but the index's: a wrong one raises instead of writing elsewhere)
-    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    @numba.njit(nogil=True, cache=cache, boundscheck=False)
     def add_rows(acc, index, source, dist, radius):
         for i in range(source.shape[0]):
             j = index[i]
@@ -48,7 +64,7 @@ def _kernels():
             for c in range(source.shape[1]):
                 acc[j, c] += source[i, c]
 
-    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    @numba.njit(nogil=True, cache=cache, boundscheck=False)
     def add_weighted_rows(acc, index, source, dist, radius, weight, shift):
         for i in range(source.shape[0]):
             j, w = index[i], weight[i]

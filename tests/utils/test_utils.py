@@ -203,3 +203,35 @@ def test_index_add_rows_refuses_an_index_out_of_range(weighted, bad):
     for compiled in (False, True):
         with pytest.raises((IndexError, RuntimeError)):
             index_add_rows(acc, index, source, weight, compiled=compiled)
+
+
+def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
+    # no writable cache: compiled in memory; no loop at all: torch's path, with a warning
+    numba = pytest.importorskip("numba")
+    import sktransformer.utils._scatter as scatter
+
+    njit = numba.njit
+
+    def uncached(*args, cache=False, **kwargs):
+        if cache:
+            raise RuntimeError("cannot cache function: no locator available")
+        return njit(*args, **kwargs)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler")
+
+    acc, index, source = torch.zeros(2, 3), torch.tensor([1, 1]), torch.ones(2, 3)
+    try:
+        for fake, built in ((uncached, True), (broken, False)):
+            monkeypatch.setattr(numba, "njit", fake)
+            scatter._kernels.cache_clear()
+            if built:
+                assert compiled_available()
+            else:
+                with pytest.warns(RuntimeWarning, match="torch's index_add_ serves"):
+                    assert not compiled_available()
+            index_add_rows(acc, index, source, compiled=True)
+        assert acc[1].tolist() == [4.0] * 3 and acc[0].tolist() == [0.0] * 3
+    finally:
+        monkeypatch.undo()
+        scatter._kernels.cache_clear()
