@@ -178,3 +178,8 @@ def test_group_quantile_from_a_guess_is_the_same(dtype, n_groups, q, monkeypatch
         tail = bool((below > exact)[torch.isfinite(exact)].all())
         bound = below if len(below) == 1 else below[groups]
         assert sorted_sizes[0] == (int((scores < bound).sum()) if tail else len(scores))
+
+
+def test_kth_smallest_keeps_large_integers_exact():
+    values = torch.tensor([2**62 + 3, 5, 2**62 + 1, 2**53 + 1])  # (no float64 holds them)
+    assert [int(kth_smallest(values, r)) for r in (1, 2, 3, 4)] == sorted(values.tolist())
