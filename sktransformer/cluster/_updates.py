@@ -164,12 +164,13 @@ class Trim:
         # entered the sums, so their magnitude costs no precision)
         entered, left = self._crossed(labels, min_dist, radius, trimmed)
         self.cutoff = radius
+        most = len(entered) + len(left) > points.n // 2  # most changed sides: sum again
         w = None
-        if sample_weight is not None or len(entered) + len(left) > points.n // 2:
+        if sample_weight is not None or most:
             w = (min_dist.new_ones(points.n) if sample_weight is None
                  else sample_weight.clone()).index_fill_(0, trimmed, 0.0)
             weight = group_sums(w, labels, self.n_clusters)  # exact zeros
-        if len(entered) + len(left) > points.n // 2:  # most changed sides: sum again
+        if most:
             sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
         else:
             for rows, sign in ((left, -1), (entered, 1)):
