@@ -13,10 +13,11 @@ every layer is large (see ``COMPILED_MIN_ELEMENTS``).
 """
 
 import functools
-import warnings
 
 import numpy as np
 import torch
+
+from ._numba import load
 
 # A fit uses the compiled loop from this many token elements (rows x width) a layer on
 # (30,000 points of 32 features): smaller fits never load numba. The loop saves about 8 ns
@@ -31,22 +32,8 @@ _DTYPES = (torch.float32, torch.float64)
 
 @functools.lru_cache(maxsize=None)
 def _kernels():
-    """The compiled loops, or None without numba. Where numba cannot cache its machine code
-    (no writable directory) they are compiled in memory; where they cannot be built at all,
-    torch's path serves, with a warning."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    errors = []
-    for cache in (True, False):
-        try:
-            return _build(numba, cache)
-        except Exception as exc:  # (numba's errors have no common base worth naming)
-            errors.append(exc)
-    warnings.warn(f"numba's row sums could not be built ({errors[-1]!r}); torch's "
-                  "index_add_ serves instead.", RuntimeWarning, stacklevel=2)
-    return None
+    """The compiled loops, or None without numba (see :func:`~._numba.load`)."""
+    return load(_build, "numba's row sums", "torch's index_add_")
 
 
 def _build(numba, cache):

@@ -1,0 +1,28 @@
+"""numba, where installed: the loader of the package's few compiled CPU loops.
+
+Each loop's module builds its functions with :func:`load`, once per process: numba caches
+their machine code on disk; where it cannot (no writable directory) they are compiled in
+memory, and where they cannot be built at all the caller's torch path serves, with a
+warning. numba is an extra (``fast``), not a requirement: it supports a new Python some
+months after its release.
+"""
+
+import warnings
+
+
+def load(build, what, instead):
+    """``build(numba, cache)``'s functions, or None without numba (or where they cannot be
+    built: then a warning names ``what`` was not built and what serves ``instead``)."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    errors = []
+    for cache in (True, False):
+        try:
+            return build(numba, cache)
+        except Exception as exc:  # (numba's errors have no common base worth naming)
+            errors.append(exc)
+    warnings.warn(f"{what} could not be built ({errors[-1]!r}); {instead} serves instead.",
+                  RuntimeWarning, stacklevel=3)
+    return None
