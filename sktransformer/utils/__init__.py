@@ -1,5 +1,6 @@
 """Helpers shared by every estimator: devices, tensors, random state, chunking, threads,
-and the few CPU kernels torch is slow at (comparisons, row sums by index)."""
+and the few CPU kernels torch is slow at (comparisons, row sums by index, a running
+top-k)."""
 
 from ._arrays import (
     ArrayAPISupport,
@@ -23,6 +24,7 @@ from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
 from ._scatter import COMPILED_MIN_ELEMENTS, compiled_available, index_add_rows
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
+from ._topk import merge_topk, topk_available
 
 __all__ = [
     "ArrayAPISupport",
@@ -48,6 +50,7 @@ __all__ = [
     "logger",
     "logs_verbosely",
     "make_generator",
+    "merge_topk",
     "numpy_dtype",
     "output_space",
     "progress",
@@ -58,6 +61,7 @@ __all__ = [
     "to_numpy",
     "to_output",
     "to_tensor",
+    "topk_available",
     "torch_dtype",
     "verbosity",
 ]
