@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from sktransformer.attention import _matmul, knn_attention, knn_attention_grad, topk_keys
-from sktransformer.attention._knn import _CHUNK, _GROUP, _filters
+from sktransformer.attention._knn import _CHUNK, _GROUP, _compiles, _filters
+from sktransformer.utils import merge_topk, topk_available
 
 
 def _qkv(n=300, d=16, bound=2.0, heads=(2,), seed=0):
@@ -94,6 +95,79 @@ def test_filtered_search_equals_a_full_topk(n_k, kk, q_lead, k_lead, mask, dtype
                                    atol=1e-5)
         full_rows = idx[seen.all(-1)]
         assert (full_rows.sort(-1).values.diff(dim=-1) > 0).all()
+
+
+@pytest.mark.parametrize("n_q, n_k, kk, q_lead, k_lead", [
+    (600, 4500, 8, (), ()),  # a partial last tile; two workers' spans of 300 queries
+    (1100, 4096, 30, (2,), (2,)),  # three blocks of 256 queries a head
+    (300, 8192, 64, (2, 3), (3,)),  # broadcast heads
+])
+@pytest.mark.parametrize("mask", ["none", "causal", "exclude"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_compiled_search_equals_a_full_topk(n_q, n_k, kk, q_lead, k_lead, mask, dtype,
+                                            monkeypatch):
+    # numba's running top-k (utils.merge_topk) by tiles of the workers' queries
+    if not topk_available():
+        pytest.skip("numba is not installed: the search takes its group filter")
+    from sktransformer.attention import _knn
+
+    monkeypatch.setattr(_knn, "_COMPILED_MIN_SCORES", 0)  # (a large search, made small)
+    merged = []
+    monkeypatch.setattr(_knn, "merge_topk", lambda *a: merged.append(1) or merge_topk(*a))
+    g = torch.Generator().manual_seed(n_k + kk)
+    q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=dtype)
+    k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=dtype)
+    best = 5 * q.reshape(-1, 16)[0] * torch.linspace(1, 1.1, 100, dtype=dtype).unsqueeze(-1)
+    k[..., 1500:1600, :] = best  # a query's best keys all in one tile
+    exclude = torch.randint(0, n_k, (n_q,), generator=g) if mask == "exclude" else None
+    assert _compiles(q, k, kk)
+    scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude)
+    assert merged
+    full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
+    torch.testing.assert_close(scores, full.values)
+    assert bool((idx >= 0).all()) and bool((idx < n_k).all())
+    if mask == "causal":  # a query's position (n_k - n_q + i) bounds its keys
+        assert bool((idx <= torch.arange(n_q).unsqueeze(-1) + n_k - n_q).all())
+    if dtype == torch.float64:
+        assert torch.equal(idx, full.indices)
+    else:  # as for the filter: keys within a rounding may swap; each is chosen once
+        chosen = torch.gather(q.double() @ k.double().transpose(-1, -2) / 4, -1, idx)
+        exact = _full_topk(q.double(), k.double(), kk, causal=mask == "causal",
+                           exclude=exclude)
+        torch.testing.assert_close(chosen, exact.values, rtol=0, atol=1e-5)
+        assert (idx.sort(-1).values.diff(dim=-1) > 0).all()
+
+
+def test_compiled_causal_search_stops_at_the_last_visible_key(monkeypatch):
+    # each query's best key is the last it sees (queries aligned at the end of the keys,
+    # one key ahead): the block of queries 512-1023 ends at position 1024, a tile's first
+    # key, which its last query needs
+    if not topk_available():
+        pytest.skip("numba is not installed: the search takes its group filter")
+    from sktransformer.attention import _knn
+
+    monkeypatch.setattr(_knn, "_COMPILED_MIN_SCORES", 0)
+    k = torch.randn(4608, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    q = 2 * k[1:]
+    scores, idx = topk_keys(q, k, 4, causal=True)
+    full = _full_topk(q, k, 4, causal=True)
+    torch.testing.assert_close(scores, full.values)
+    seen = torch.isfinite(full.values)  # (query 0 sees two keys, query 1 three)
+    assert torch.equal(idx[:, 0], torch.arange(1, 4608)) and torch.equal(idx[seen],
+                                                                         full.indices[seen])
+
+
+def test_the_search_runs_compiled_where_it_measured_faster(monkeypatch):
+    from sktransformer.attention import _knn
+
+    monkeypatch.setattr(_knn, "_COMPILED_MIN_SCORES", 0)
+    q, k = torch.zeros(2, 16), torch.zeros(64 * 256, 16)
+    assert _compiles(q, k, 256) == topk_available()
+    assert not _compiles(q, k, 257)  # a deep heap per query: the filter
+    assert not _compiles(q, k[:4 * _CHUNK - 1], 8)  # few keys: one tile's top-k
+    assert not _compiles(q.half(), k.half(), 8) and not _compiles(q, k.double(), 8)
+    monkeypatch.setattr(_knn, "_COMPILED_MIN_SCORES", 2 * 64 * 256 + 1)
+    assert not _compiles(q, k, 8)  # a small search never loads numba
 
 
 def test_causal_output_never_depends_on_later_tokens():
