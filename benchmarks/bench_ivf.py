@@ -18,6 +18,7 @@ ratios and their range.
 """
 
 import argparse
+import contextlib
 import json
 import time
 
@@ -27,6 +28,7 @@ import torch
 from _common import blas_kernels
 
 from sktransformer.attention import IVFIndex, topk_keys
+from sktransformer.utils import _topk, topk_available
 
 K, D = 32, 64
 FRACTIONS = [0.01, 0.02, 0.05, 0.1, 0.2]
@@ -70,24 +72,58 @@ def recall(found, exact):
 
 
 def exact_study(sizes, n_queries, repeats):
-    """Paired time ratios topk_keys / faiss.knn, interleaved in one process."""
+    """Paired time ratios topk_keys / faiss.knn, interleaved in one process; with numba
+    installed, topk_keys also without its compiled merge (the group filter), in turn."""
     rows = []
     for n in sizes:
         keys, queries = keys_and_queries("gaussian", n, n_queries)
-        ratios, times = [], []
+        ratios, filter_ratios, times = [], [], []
         for _ in range(repeats):
             (_, ours), t_ours = timed(lambda: topk_keys(queries, keys, K))
             (_, theirs), t_faiss = timed(lambda: faiss.knn(
                 queries.numpy(), keys.numpy(), K, metric=faiss.METRIC_INNER_PRODUCT))
+            t_filter = None
+            if topk_available():
+                with compiled_merge(False):
+                    (_, filtered), t_filter = timed(lambda: topk_keys(queries, keys, K))
+                assert recall(filtered, ours) > 0.999
+                filter_ratios.append(t_filter / t_faiss)
             ratios.append(t_ours / t_faiss)
-            times.append((t_ours, t_faiss))
+            times.append((t_ours, t_faiss, t_filter))
         assert recall(torch.from_numpy(theirs), ours) > 0.999
         med = float(np.median(ratios))
         print(f"n = {n}: topk_keys / faiss.knn median {med:.2f} (range {min(ratios):.2f}-"
-              f"{max(ratios):.2f}); median times {np.median([t for t, _ in times]):.3f} / "
-              f"{np.median([t for _, t in times]):.3f} s", flush=True)
-        rows.append({"n_keys": n, "n_queries": n_queries, "ratios": ratios, "times": times})
+              f"{max(ratios):.2f}); median times {np.median([t[0] for t in times]):.3f} / "
+              f"{np.median([t[1] for t in times]):.3f} s", flush=True)
+        if filter_ratios:
+            print(f"  without the compiled merge (the group filter): median "
+                  f"{np.median(filter_ratios):.2f} (range {min(filter_ratios):.2f}-"
+                  f"{max(filter_ratios):.2f}), {np.median([t[2] for t in times]):.3f} s",
+                  flush=True)
+        rows.append({"n_keys": n, "n_queries": n_queries, "ratios": ratios,
+                     "filter_ratios": filter_ratios, "times": times})
     return rows
+
+
+@contextlib.contextmanager
+def compiled_merge(enabled):
+    """topk_keys with numba's running top-k on or off (its tests' switch)."""
+    saved, _topk._ENABLED = _topk._ENABLED, enabled
+    try:
+        yield
+    finally:
+        _topk._ENABLED = saved
+
+
+def warm_up():
+    """A process's one-time costs, kept out of the timings: torch's set-up on the first
+    call, and numba's compiled merge, which a large search loads on first use (printed)."""
+    warm_k, warm_q = keys_and_queries("gaussian", 4096, 256)
+    topk_keys(warm_q, warm_k, K)
+    start = time.perf_counter()
+    if topk_available():
+        print(f"numba's compiled merge (large searches; once per process, in no table): "
+              f"{time.perf_counter() - start:.2f} s")
 
 
 def main():
@@ -100,8 +136,7 @@ def main():
     args = parser.parse_args()
     print(f"BLAS: {blas_kernels()}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
-    warm_k, warm_q = keys_and_queries("gaussian", 4096, 256)
-    topk_keys(warm_q, warm_k, K)  # the first call of a process pays torch's set-up
+    warm_up()
     rows = exact_study(args.exact, args.queries, args.repeats) if args.exact else recall_study(
         args.n, args.queries)
     if args.json:
