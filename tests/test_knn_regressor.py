@@ -50,7 +50,7 @@ def test_exact_training_matches_a_hand_written_leave_one_out_loss():
     """The first step's loss is the top-k leave-one-out error at the identity projection."""
     X, y = make_friedman1(120, random_state=4)
     reg = KNNAttentionRegressor(6, temperature=2.0, max_iter=1, batch_size=None,
-                                device="cpu").fit(X, y)
+                                early_stopping=False, device="cpu").fit(X, y)
     Xs = (X - X.mean(0)) / X.std(0)
     ys = (y - y.mean()) / y.std()
     d2 = ((Xs[:, None] - Xs[None]) ** 2).sum(-1)
@@ -60,6 +60,43 @@ def test_exact_training_matches_a_hand_written_leave_one_out_loss():
     w /= w.sum(1, keepdims=True)
     loo = ((w * ys[top]).sum(1) - ys) ** 2
     np.testing.assert_allclose(reg.loss_curve_[0], loo.mean(), rtol=1e-10)
+
+
+def test_early_stopping_keeps_the_best_projection_of_the_held_out_rows():
+    # pure-noise targets: the held-out error falls at first (a shrinking projection
+    # averages more neighbours), then rises as the projection overfits: learning stops
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 10)), rng.normal(size=300)
+    reg = KNNAttentionRegressor(random_state=0, device="cpu").fit(X, y)
+    curve, tol, wait = reg.validation_loss_curve_, reg.tol, reg.n_iter_no_change
+    assert len(curve) == reg.n_iter_ + 1 and reg.n_iter_ < reg.max_iter
+    assert reg.best_validation_loss_ == min(curve)
+    # stopped after `wait` steps that each failed to beat the best before them by tol
+    assert all(curve[i] > min(curve[:i]) - tol for i in range(len(curve) - wait, len(curve)))
+    assert curve[-wait - 1] <= min(curve[:-wait - 1]) - tol
+    # the projection kept is the best step's: the same fit stopped there gives it
+    best = int(np.argmin(curve))
+    assert 0 < best < reg.n_iter_
+    stopped = KNNAttentionRegressor(random_state=0, max_iter=best, n_iter_no_change=1000,
+                                    device="cpu").fit(X, y)
+    np.testing.assert_array_equal(stopped.projection_, reg.projection_)
+    assert reg._keys.shape == (300, 10)  # and it predicts from every training row
+    # informative features: the held-out error falls well below the identity's
+    X, y = make_friedman1(400, random_state=0)
+    reg = KNNAttentionRegressor(random_state=0, device="cpu").fit(X, y)
+    assert reg.best_validation_loss_ < 0.7 * reg.validation_loss_curve_[0]
+
+
+def test_without_early_stopping_every_step_runs_on_every_row():
+    X, y = make_friedman1(100, random_state=0)
+    reg = KNNAttentionRegressor(max_iter=7, early_stopping=False, device="cpu").fit(X, y)
+    assert reg.n_iter_ == 7 and reg.validation_loss_curve_ is None
+    assert reg.best_validation_loss_ is None
+    # two rows: nothing to hold out (two to learn from, one held out at least)
+    tiny = KNNAttentionRegressor(max_iter=3, device="cpu").fit(X[:2], y[:2])
+    assert tiny.n_iter_ == 3 and tiny.validation_loss_curve_ is None
+    three = KNNAttentionRegressor(max_iter=3, device="cpu").fit(X[:3], y[:3])
+    assert len(three.validation_loss_curve_) == three.n_iter_ + 1
 
 
 def test_sampled_gradients_train_as_well_as_exact_ones():

@@ -50,7 +50,9 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
     minimizing the leave-one-out squared error of that prediction on the training set
     (Adam), which is how the key/query projection of an attention layer is trained: with
     exact gradients through the top-k attention, or with the sampled (random-walk)
-    gradients of full softmax attention (``gradient="sampled"``).
+    gradients of full softmax attention (``gradient="sampled"``). By default a tenth of
+    the rows is held out to stop learning early and keep the best projection
+    (``early_stopping``), as scikit-learn's ``MLPRegressor`` can.
 
     Parameters
     ----------
@@ -71,6 +73,19 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         Dimension of the projection; ``None`` keeps ``n_features``.
     max_iter : int, default=100
         Optimizer steps (0 keeps the identity projection: plain softmax-weighted kNN).
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the training rows (neither queries nor keys
+        while learning), score the projection on them after each step, stop once
+        ``n_iter_no_change`` steps improved their error by no more than ``tol``, and keep
+        the best projection seen, the identity (step 0) included. The keys of the fitted
+        model are then all the training rows.
+    validation_fraction : float, default=0.1
+        Share of the training rows held out when ``early_stopping``.
+    n_iter_no_change : int, default=10
+        Steps without improvement before stopping early.
+    tol : float, default=1e-4
+        The least decrease of the validation error (standardized targets) that counts as
+        an improvement.
     learning_rate : float, default=0.01
     batch_size : int or None, default=256
         Training queries per step (a fresh minibatch each step); ``None``: all.
@@ -91,6 +106,12 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         with ``gradient="sampled"``, its Monte Carlo estimate.
     n_iter_ : int
         Optimizer steps run.
+    validation_loss_curve_ : list of float or None
+        With ``early_stopping``: the mean squared error (standardized targets) of the
+        held-out rows' predictions from the other rows, before the first step and after
+        each; else None.
+    best_validation_loss_ : float or None
+        The least of ``validation_loss_curve_``: its projection was kept.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
 
@@ -111,6 +132,10 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         "gradient": [StrOptions({"exact", "sampled"})],
         "n_components": [None, Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [None, Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
@@ -121,14 +146,20 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
 
     def __init__(self, n_neighbors=32, *, temperature=4.0,
                  approximation="truncated",
-                 gradient="exact", n_components=None, max_iter=100, learning_rate=0.01,
-                 batch_size=256, n_samples=32, device="auto", random_state=None, verbose=0):
+                 gradient="exact", n_components=None, max_iter=100, early_stopping=True,
+                 validation_fraction=0.1, n_iter_no_change=10, tol=1e-4,
+                 learning_rate=0.01, batch_size=256, n_samples=32, device="auto",
+                 random_state=None, verbose=0):
         self.n_neighbors = n_neighbors
         self.temperature = temperature
         self.approximation = approximation
         self.gradient = gradient
         self.n_components = n_components
         self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.n_samples = n_samples
@@ -149,6 +180,16 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
                              estimator=estimator,
                              scale=_EUCLIDEAN.logit_scale / self.temperature,
                              n_samples=self.n_samples, generator=generator)
+
+    def _split(self, n, device, generator):
+        """The rows to learn from and the held-out rows (None without early stopping, or
+        with fewer than three rows: two to learn from, one held out)."""
+        rows = torch.arange(n, device=device)
+        n_held = math.ceil(self.validation_fraction * n)
+        if not self.early_stopping or self.max_iter == 0 or n - n_held < 2:
+            return rows, None
+        order = torch.randperm(n, generator=generator, device=generator.device).to(device)
+        return order[n_held:].sort().values, order[:n_held].sort().values
 
     @logs_verbosely
     @fit_context(prefer_skip_nested_validation=True)
@@ -188,24 +229,28 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
                             device=device) / math.sqrt(d)
         P.requires_grad_(True)
         optimizer = torch.optim.Adam([P], lr=self.learning_rate)
-        n = len(X)
+        train, held_out = self._split(len(X), device, generator)
+        n = len(train)
+        Xtr, Ytr = Xs[train], Ys[train]
         k = min(self.n_neighbors, n - 1)
         backward = "topk" if self.gradient == "exact" else "sampled"
         self.loss_curve_ = []
+        watch = None if held_out is None else _Validation(self, Xtr, Ytr, Xs[held_out],
+                                                          Ys[held_out], P)
         bar = progress(self.max_iter, self.verbose, "steps")
         for _ in range(self.max_iter):
             rows = torch.arange(n, device=device)
             if self.batch_size is not None and self.batch_size < n:
                 rows = torch.randperm(n, generator=generator,
                                       device=generator.device)[:self.batch_size].to(device)
-            Z = Xs @ P
+            Z = Xtr @ P
             # leave one out: query i never sees its own key
-            pred = knn_attention_grad(_EUCLIDEAN.queries(Z[rows]), _EUCLIDEAN.keys(Z), Ys, k,
-                                      backward=backward,
+            pred = knn_attention_grad(_EUCLIDEAN.queries(Z[rows]), _EUCLIDEAN.keys(Z), Ytr,
+                                      k, backward=backward,
                                       scale=_EUCLIDEAN.logit_scale / self.temperature,
                                       n_samples=self.n_samples, generator=generator,
                                       exclude=rows)
-            loss = (pred - Ys[rows]).square().mean()
+            loss = (pred - Ytr[rows]).square().mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -214,8 +259,14 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
             bar.set_postfix(loss=f"{self.loss_curve_[-1]:.4f}", refresh=False)
             if self.verbose > 1:
                 logger.info(f"step {len(self.loss_curve_)}: leave-one-out MSE {float(loss):.5f}")
+            if watch is not None and watch.stops(P):
+                break
         bar.close()
         self.n_iter_ = len(self.loss_curve_)
+        self.validation_loss_curve_ = None if watch is None else watch.curve
+        self.best_validation_loss_ = None if watch is None else min(watch.curve)
+        if watch is not None:
+            P = watch.best
         self.projection_ = to_numpy(P.detach())
         self._keys = to_numpy(Xs @ P.detach())
         self._values = to_numpy(Ys)
@@ -254,3 +305,28 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
                                generator)
             y = (out * fitted("_y_scale") + fitted("_y_mean")).to(torch_dtype(X))
         return y.reshape(-1) if self._y_1d else y
+
+
+class _Validation:
+    """Early stopping: the held-out rows' error under each projection, the best one."""
+
+    def __init__(self, estimator, keys, values, queries, targets, P):
+        self.estimator, self.keys, self.values = estimator, keys, values
+        self.queries, self.targets = queries, targets
+        self.curve, self.best, self.waited = [], None, 0
+        self.stops(P)  # the identity (or the initial projection): step 0
+
+    def stops(self, P):
+        """Score ``P``; whether ``n_iter_no_change`` steps have not improved by ``tol``."""
+        est = self.estimator
+        with torch.no_grad():
+            P = P.detach()
+            pred = est._attend(self.queries @ P, self.keys @ P, self.values,
+                               min(est.n_neighbors, len(self.keys)))
+            loss = float((pred - self.targets).square().mean())
+        best = min(self.curve, default=math.inf)
+        self.waited = self.waited + 1 if loss > best - est.tol else 0
+        if loss < best:
+            self.best = P.clone()
+        self.curve.append(loss)
+        return self.waited >= est.n_iter_no_change
