@@ -23,6 +23,7 @@ Shapes: ``q (..., n_q, d)``, ``k (..., n_k, d)``, ``v (..., n_k, d_v)``; leading
 hides one key from each query (leave-one-out: query ``i`` never sees key ``exclude[i]``).
 """
 
+import itertools
 import math
 
 import torch
@@ -212,49 +213,50 @@ def _exact_topk(q, k, kk, scale, exclude, positions, tile=None):
 
 @torch.no_grad()
 def _compiled_topk(q, k, kk, scale, exclude, positions, buffers=None):
-    """:func:`_exact_topk` by tiles of ``_MERGED`` queries x ``_CHUNK`` keys, each merged
-    into its queries' running top-k by numba's loop (:func:`~sktransformer.utils.merge_topk`:
-    a tile is read once, as group maxima, and only groups above a query's ``kk``-th best
-    score so far are scanned). The worker threads (one per torch thread) take the queries
-    by spans, each scoring its tiles single-threaded (the products release the GIL, the
-    loop too). Causal blocks stop at their last query's position. Returns the scores, the
+    """:func:`_exact_topk` by tiles of ``_MERGED`` queries x ``_CHUNK`` keys of one head,
+    each merged into its queries' running top-k by numba's loop
+    (:func:`~sktransformer.utils.merge_topk`: a tile is read once, as group maxima, and
+    only groups above a query's ``kk``-th best score so far are scanned). The worker
+    threads (one per torch thread) take the queries by spans, each scoring its tiles
+    single-threaded through 2-D products (oneDNN's; the products release the GIL, the loop
+    too). Causal blocks stop at their last query's position. Returns the scores, the
     indices (``-1`` where a query has fewer than ``kk`` visible keys) and None (no buffers
     for the next block).
     """
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     n_q, n_k = q.shape[-2], k.shape[-2]
-    values = torch.empty(*lead, n_q, kk, dtype=q.dtype)
-    indices = torch.empty(*lead, n_q, kk, dtype=torch.long)
-    rows = max(1, _MERGED // _batch(q, k))
-    qs = q * scale
+    values = torch.full((*lead, n_q, kk), -torch.inf, dtype=q.dtype)
+    indices = torch.full((*lead, n_q, kk), -1, dtype=torch.long)
+    qs = (q * scale).expand(*lead, n_q, q.shape[-1])
+    keys = k.expand(*lead, n_k, k.shape[-1])
+    if exclude is not None:
+        exclude = exclude.expand(*lead, n_q)
+    heads = list(itertools.product(*map(range, lead)))  # (one head: [()])
     onednn = n_q >= _ONEDNN_MIN_QUERIES  # (see _ONEDNN_MIN_QUERIES)
 
     def span(start, stop):
         padded = None  # the last chunk's tile, its missing keys at -inf
-        for a in range(start, stop, rows):
-            sl = slice(a, min(a + rows, stop))
-            block = qs[..., sl, :]
-            best = torch.full((*lead, sl.stop - a, kk), -torch.inf, dtype=q.dtype)
-            best_keys = torch.full(best.shape, -1, dtype=torch.long)
-            ex = None if exclude is None else exclude[..., sl]
+        for a in range(start, stop, _MERGED):
+            sl = slice(a, min(a + _MERGED, stop))
             pos = None if positions is None else positions[sl]
             seen = n_k if pos is None else min(n_k, int(pos[-1]) + 1)
-            for c in range(0, seen, _CHUNK):
-                chunk = k[..., c:c + _CHUNK, :]
-                tile = matmul_nt(block, chunk, onednn=onednn)
-                if chunk.shape[-2] < _CHUNK:
-                    if padded is None or padded.shape != (*tile.shape[:-1], _CHUNK):
-                        padded = torch.full((*tile.shape[:-1], _CHUNK), -torch.inf,
-                                            dtype=tile.dtype)
-                    padded[..., :chunk.shape[-2]] = tile
-                    tile = padded
-                _hide(tile, c, ex, pos)
-                merge_topk(tile.reshape(-1, _CHUNK), c, best.view(-1, kk),
-                           best_keys.view(-1, kk))
-                del tile
-            values[..., sl, :], indices[..., sl, :] = best, best_keys
+            for h in heads:
+                block, best, best_keys = qs[h][sl], values[h][sl], indices[h][sl]
+                ex = None if exclude is None else exclude[h][sl]
+                for c in range(0, seen, _CHUNK):
+                    chunk = keys[h][c:c + _CHUNK]
+                    tile = matmul_nt(block, chunk, onednn=onednn)
+                    if len(chunk) < _CHUNK:
+                        if padded is None or padded.shape != (len(block), _CHUNK):
+                            padded = torch.full((len(block), _CHUNK), -torch.inf,
+                                                dtype=tile.dtype)
+                        padded[:, :len(chunk)] = tile
+                        tile = padded
+                    _hide(tile, c, ex, pos)
+                    merge_topk(tile, c, best, best_keys)
+                    del tile
 
-    with ChunkRunner.for_device(q.device, n_q, rows) as runner:
+    with ChunkRunner.for_device(q.device, n_q, _MERGED) as runner:
         runner.map(span, n_q)
     return values, indices, None
 

@@ -114,6 +114,9 @@ def test_compiled_search_equals_a_full_topk(n_q, n_k, kk, q_lead, k_lead, mask, 
     monkeypatch.setattr(_knn, "_COMPILED_MIN_SCORES", 0)  # (a large search, made small)
     merged = []
     monkeypatch.setattr(_knn, "merge_topk", lambda *a: merged.append(1) or merge_topk(*a))
+    dims, matmul = [], _knn.matmul_nt  # one head's tile at a time: 2-D products (oneDNN's)
+    monkeypatch.setattr(_knn, "matmul_nt", lambda a, b, **kw: dims.append(
+        (a.dim(), b.dim())) or matmul(a, b, **kw))
     g = torch.Generator().manual_seed(n_k + kk)
     q = torch.randn(*q_lead, n_q, 16, generator=g, dtype=dtype)
     k = torch.randn(*k_lead, n_k, 16, generator=g, dtype=dtype)
@@ -122,7 +125,7 @@ def test_compiled_search_equals_a_full_topk(n_q, n_k, kk, q_lead, k_lead, mask, 
     exclude = torch.randint(0, n_k, (n_q,), generator=g) if mask == "exclude" else None
     assert _compiles(q, k, kk)
     scores, idx = topk_keys(q, k, kk, causal=mask == "causal", exclude=exclude)
-    assert merged
+    assert merged and set(dims) == {(2, 2)}
     full = _full_topk(q, k, kk, causal=mask == "causal", exclude=exclude)
     torch.testing.assert_close(scores, full.values)
     assert bool((idx >= 0).all()) and bool((idx < n_k).all())
