@@ -326,7 +326,7 @@ class _Validation:
             loss = float((pred - self.targets).square().mean())
         best = min(self.curve, default=math.inf)
         self.waited = self.waited + 1 if loss > best - est.tol else 0
-        if loss < best:
+        if loss < best or self.best is None:  # (a first loss of NaN keeps its P)
             self.best = P.clone()
         self.curve.append(loss)
         return self.waited >= est.n_iter_no_change
