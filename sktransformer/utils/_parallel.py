@@ -44,8 +44,14 @@ class ChunkRunner:
             self._saved_threads = torch.get_num_threads()
             torch.set_num_threads(1)
             # (the calling thread is one of the workers)
+            # each pool thread sets its own count too: OpenMP keeps it per thread, and a
+            # new thread starts from the default (every core) until torch's first parallel
+            # op syncs it, so a worker whose first op is a oneDNN or MKL product ran it on a
+            # team of every core (two threads multiplying (64, 33) x (33, 4096) tiles: 0.96x
+            # one thread's throughput, 1.8x with this)
             self._pool = ThreadPoolExecutor(self.n_workers - 1,
-                                            thread_name_prefix="sktransformer")
+                                            thread_name_prefix="sktransformer",
+                                            initializer=torch.set_num_threads, initargs=(1,))
         return self
 
     def __exit__(self, *exc):

@@ -79,6 +79,23 @@ def test_chunk_runner_splits_restores_threads_and_carries_inference_mode():
     assert ChunkRunner(1).map(span, 4) == [4]
 
 
+def test_chunk_runner_workers_run_one_openmp_thread_each():
+    # OpenMP's thread count is per thread: a new thread starts from the default (every
+    # core), so a worker whose first op is a oneDNN or MKL product would run it on a team
+    # of every core beside the other workers (oversubscribed)
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from sktransformer.utils import ChunkRunner
+
+    def torch_openmp(lo, hi):  # the OpenMP library torch links, as this thread sees it
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["internal_api"] == "openmp" and "torch" in i["filepath"]]
+
+    if not torch_openmp(0, 0) or torch.get_num_threads() < 2:
+        pytest.skip("torch without OpenMP, or one core: nothing to oversubscribe")
+    with ChunkRunner(2) as runner:
+        assert runner.map(torch_openmp, 10) == [[1], [1]]
+
+
 def test_chunk_runner_maps_in_span_order_and_waits_for_its_threads_on_error():
     import threading
     import time
