@@ -81,13 +81,17 @@ def check_sample_weight(sample_weight, n_samples, dtype):
     return sample_weight
 
 
-def _mean_and_mean_variance(X, rows):
+def _mean_and_mean_variance(X, rows, variance=True):
     """Column means (in X's dtype) and the mean of the column variances, chunked: each
-    chunk sums in X's dtype (no float64 copy of it), the chunks' sums add in float64."""
+    chunk sums in X's dtype (no float64 copy of it), the chunks' sums add in float64.
+    ``variance=False`` skips the variances' pass and gives 0.0 for them (a zero ``tol``
+    needs no scale, as in scikit-learn)."""
     total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
         total += X[sl].sum(0)
     mean = (total / X.shape[0]).to(X.dtype)
+    if not variance:
+        return mean, 0.0
     var = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
         var += (X[sl] - mean).square_().sum(0)
@@ -296,7 +300,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                 Xt = to_tensor(X, device)
                 robust = self._location_and_scale(Xt[::sample_stride(*Xt.shape)])
                 shift, mean_var = (robust if robust is not None
-                                   else _mean_and_mean_variance(Xt, rows))
+                                   else _mean_and_mean_variance(
+                                       Xt, rows, variance=self._tol(1.0) != 0))
                 if not self._center_data:
                     shift = torch.zeros_like(shift)
                 points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
@@ -321,7 +326,9 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._n_features_out = self.n_clusters
-        n_distinct = len(np.unique(self.labels_[self.labels_ >= 0]))
+        # (trimmed points are -1: counted in the first bin, left out)
+        n_distinct = np.count_nonzero(
+            np.bincount(self.labels_ + 1, minlength=self.n_clusters + 1)[1:])
         self._publish(space)
         return n_distinct
 

@@ -186,6 +186,18 @@ def test_duplicate_points_warn_and_never_give_nan():
     assert np.isfinite(km.cluster_centers_).all()
 
 
+def test_distinct_clusters_leave_the_trimmed_points_out():
+    from sktransformer import TrimmedTransformerKMeans
+    # three distinct points, ten copies each, and a far outlier, trimmed: 3 clusters, not 4
+    X = np.vstack([np.repeat(np.arange(6, dtype=float).reshape(3, 2), 10, axis=0),
+                   [[100.0, 100.0]]])
+    message = r"Number of distinct clusters \(3\) found smaller than n_clusters \(4\)"
+    with pytest.warns(ConvergenceWarning, match=message):
+        km = TrimmedTransformerKMeans(4, trim=0.04, init=X[[0, 10, 20, 5]],
+                                      device="cpu").fit(X)
+    assert km.labels_[-1] == -1
+
+
 def test_explicit_init_with_n_init_warns():
     X, k = DATASETS["iris"]
     with pytest.warns(RuntimeWarning, match="performing only one init"):
@@ -382,3 +394,21 @@ def test_get_circuit_reproduces_the_fit():
     centers, _ = circuit(torch.from_numpy(X), torch.from_numpy(init), n_layers=km.n_iter_)
     np.testing.assert_allclose(centers.numpy(), km.cluster_centers_, rtol=1e-10)
     assert set(circuit.blocks) == {"assign", "reset_points", "update", "reset_centers"}
+
+
+def test_zero_tol_skips_the_variance_pass(monkeypatch):
+    # tol's scale, the mean feature variance, is a second pass over X: only a nonzero tol
+    # needs it (scikit-learn skips it too)
+    from sktransformer.cluster import _base
+    asked, real = [], _base._mean_and_mean_variance
+
+    def spy(X, rows, variance=True):
+        asked.append(variance)
+        return real(X, rows, variance)
+
+    monkeypatch.setattr(_base, "_mean_and_mean_variance", spy)
+    X, k = DATASETS["iris"]
+    fits = [TransformerKMeans(k, tol=tol, random_state=0, device="cpu").fit(X)
+            for tol in (0.0, 1e-4)]
+    assert asked == [False, True]
+    assert fits[0].n_iter_ >= fits[1].n_iter_
