@@ -252,3 +252,24 @@ def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
     finally:
         monkeypatch.undo()
         scatter._kernels.cache_clear()
+
+
+@pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "sparse", "tensor"])
+def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
+    import scipy.sparse as sp
+
+    from sktransformer.utils import check_squared_scale
+
+    def make(value):
+        X = np.zeros((100, 4))
+        X[37, 2] = value
+        return {"numpy": lambda: X, "reversed": lambda: X[::-1],
+                "fortran": lambda: np.asfortranarray(X).astype(np.float32),
+                "sparse": lambda: sp.csr_matrix(X),
+                "tensor": lambda: torch.from_numpy(X)}[layout]()
+
+    check_squared_scale(make(-1e10))  # far from overflowing
+    big = 1e18 if layout == "fortran" else 1e154  # (float32 or float64)
+    for value in (-big, big):
+        with pytest.raises(ValueError, match="sums of their squared differences"):
+            check_squared_scale(make(value))
