@@ -22,15 +22,7 @@ import math
 import torch
 
 from ..attention import get_score, matmul_nt
-from ..utils import (
-    COMPILED_MIN_ELEMENTS,
-    ChunkRunner,
-    compiled_available,
-    index_add_rows,
-    iter_chunks,
-    logger,
-    progress,
-)
+from ..utils import ChunkRunner, index_add_rows, iter_chunks, logger, progress, use_compiled
 
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
 
@@ -67,9 +59,9 @@ class PointTokens:
             self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
-        # the update's sums by numba's loop when installed, for large fits (utils._scatter;
-        # loaded here, in the calling thread, before the workers need it)
-        self.compiled = self.n * self.width >= COMPILED_MIN_ELEMENTS and compiled_available()
+        # the update's sums by numba's loop when installed, for large fits, or once loaded
+        # (utils._scatter; loaded here, in the calling thread, before the workers need it)
+        self.compiled = use_compiled(self.n * self.width)
         self._cache = {}  # the spans' token buffers and tiles
 
     @property

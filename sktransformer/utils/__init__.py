@@ -22,7 +22,12 @@ from ._logging import logger, logs_verbosely, progress, verbosity
 from ._parallel import ChunkRunner
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
-from ._scatter import COMPILED_MIN_ELEMENTS, compiled_available, index_add_rows
+from ._scatter import (
+    COMPILED_MIN_ELEMENTS,
+    compiled_available,
+    index_add_rows,
+    use_compiled,
+)
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 from ._topk import merge_topk, topk_available
 
@@ -37,6 +42,7 @@ __all__ = [
     "ChunkRunner",
     "compiled_available",
     "COMPILED_MIN_ELEMENTS",
+    "use_compiled",
     "DeviceWarning",
     "fit_context",
     "flatnonzero",

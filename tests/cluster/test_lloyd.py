@@ -184,7 +184,7 @@ def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
 
     X = np.random.default_rng(0).normal(size=(3000, 6)).astype(dtype)
     w = np.random.default_rng(1).uniform(0.5, 2, 3000).astype(dtype)
-    monkeypatch.setattr(_lloyd, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
+    monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
     kernels = scatter._kernels()
     if kernels is None:
         pytest.skip("numba is not installed: only torch's path exists")
@@ -202,12 +202,24 @@ def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
 
 
-def test_large_fits_ask_for_the_compiled_sums(monkeypatch):
+def test_large_fits_load_the_compiled_sums_and_smaller_ones_use_them_once_loaded(
+        monkeypatch):
     import sktransformer.utils._scatter as scatter
 
-    small = _lloyd.PointTokens(torch.zeros(1000, 15), rows=64)
-    large = _lloyd.PointTokens(torch.zeros(_lloyd.COMPILED_MIN_ELEMENTS // 16, 15), rows=64)
-    assert not small.compiled and large.compiled == (scatter._kernels() is not None)
-    monkeypatch.setattr(scatter, "_ENABLED", False)
-    assert not _lloyd.PointTokens(torch.zeros(_lloyd.COMPILED_MIN_ELEMENTS // 16, 15),
-                                  rows=64).compiled
+    def tokens(n):  # (16 token elements a row)
+        return _lloyd.PointTokens(torch.zeros(n, 15), rows=64)
+
+    small, tiny = scatter._LOADED_MIN_ELEMENTS // 16, scatter._LOADED_MIN_ELEMENTS // 32
+    large = scatter.COMPILED_MIN_ELEMENTS // 16
+    scatter._kernels.cache_clear()
+    try:
+        assert not tokens(small).compiled
+        assert scatter._kernels.cache_info().currsize == 0  # a small fit loads nothing
+        installed = scatter._kernels() is not None  # (loads it)
+        assert tokens(large).compiled == installed
+        assert tokens(small).compiled == installed  # loaded: nothing left to pay
+        assert not tokens(tiny).compiled  # torch's index_add_ is faster there
+        monkeypatch.setattr(scatter, "_ENABLED", False)
+        assert not tokens(large).compiled and not tokens(small).compiled
+    finally:
+        scatter._kernels.cache_clear()
