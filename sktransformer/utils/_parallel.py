@@ -11,6 +11,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import torch
 
+# Where two workers pay (a k-means layer on 2 cores, with numba's sums; fit time with two
+# workers over one calling thread at torch's 2 threads): 1.23, 1.25 and 1.31 at 131,072
+# rows of d = 16, 8 and 2 (k = 16, 8, 8); 0.99-1.01 at 262,144 rows; 0.81-0.86 at 10^6;
+# at d = 32, k = 64: 1.58 (20,000 rows), 1.12 (50,000), 0.98 (100,000, 2.1e8
+# multiply-adds), 0.93 (131,072, 2.8e8); d = 64, k = 128: 1.31 (20,000, 1.7e8), 0.98
+# (50,000, 4.2e8), 0.88 (131,072); d = 128, k = 256: 0.91 (100,000, 3.3e9)
+ROWS_PER_WORKER = 1 << 17
+WORK_PER_WORKER = 1 << 27
+
 
 class ChunkRunner:
     """Run ``fn(start, stop)`` over ``n_workers`` contiguous spans of ``range(n)``.
@@ -33,11 +42,20 @@ class ChunkRunner:
         self._saved_threads = None
 
     @classmethod
-    def for_device(cls, device, n_samples, rows):
-        """One worker per torch thread on the CPU when there are chunks enough to share."""
+    def for_device(cls, device, n_samples, rows, *, work=None):
+        """One worker per torch thread on the CPU when there are chunks enough to share.
+
+        ``work``, the multiply-adds of one pass over the rows: then each worker needs
+        ``ROWS_PER_WORKER`` rows or ``WORK_PER_WORKER`` multiply-adds; a pass too small
+        for two runs in the calling thread on torch's own threads, which measured faster.
+        """
         if torch.device(device).type != "cpu":
             return cls(1)
-        return cls(min(torch.get_num_threads(), -(-n_samples // rows)))
+        n_workers = min(torch.get_num_threads(), -(-n_samples // rows))
+        if work is not None:
+            n_workers = min(n_workers, max(1, n_samples // ROWS_PER_WORKER,
+                                           work // WORK_PER_WORKER))
+        return cls(n_workers)
 
     def __enter__(self):
         if self.n_workers > 1:

@@ -273,3 +273,21 @@ def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
     for value in (-big, big):
         with pytest.raises(ValueError, match="sums of their squared differences"):
             check_squared_scale(make(value))
+
+
+def test_chunk_runner_gives_each_worker_enough_work(monkeypatch):
+    from sktransformer.utils import ChunkRunner, _parallel
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    rows, per_row = _parallel.ROWS_PER_WORKER, _parallel.WORK_PER_WORKER
+
+    def workers(n, work=None, device="cpu"):
+        return ChunkRunner.for_device(device, n, 1024, work=work).n_workers
+
+    assert workers(20_000) == 4  # (no work given: one worker per thread, as chunks allow)
+    assert workers(1500) == 2
+    assert workers(20_000, work=20_000 * 33 * 16) == 1  # too small to share
+    assert workers(3 * rows, work=0) == 3  # enough rows for three
+    assert workers(10 * rows, work=0) == 4
+    assert workers(20_000, work=2 * per_row) == 2  # few rows, but a heavy pass
+    assert workers(10 * rows, work=0, device="meta") == 1  # not the CPU
