@@ -94,7 +94,7 @@ default="k-means++"
         when logging is not configured).
     batch_size : int or None, default=None
         Points processed per chunk; ``None`` chooses so that the ``(chunk, n_clusters)``
-        score tile is about 1 MiB. Memory, not the result, depends on it.
+        score tile is about 2 MiB. Memory, not the result, depends on it.
 
     Attributes
     ----------
