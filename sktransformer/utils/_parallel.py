@@ -11,12 +11,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import torch
 
-# Where two workers pay (a k-means layer on 2 cores, with numba's sums; fit time with two
-# workers over one calling thread at torch's 2 threads): 1.23, 1.25 and 1.31 at 131,072
-# rows of d = 16, 8 and 2 (k = 16, 8, 8); 0.99-1.01 at 262,144 rows; 0.81-0.86 at 10^6;
-# at d = 32, k = 64: 1.58 (20,000 rows), 1.12 (50,000), 0.98 (100,000, 2.1e8
-# multiply-adds), 0.93 (131,072, 2.8e8); d = 64, k = 128: 1.31 (20,000, 1.7e8), 0.98
-# (50,000, 4.2e8), 0.88 (131,072); d = 128, k = 256: 0.91 (100,000, 3.3e9)
+# Where workers pay (k-means fits on 2 cores, numba's sums loaded; the fit time with this
+# rule over two workers always, paired, in random order with pauses between fits): 0.90 at
+# 20,000 x 32, k = 16; 0.85 at 50,000 x 16, k = 16; 0.95 at 131,072 x 8, k = 8; 0.81 at
+# 20,000 x 64, k = 128; 1.02 at 100,000 x 32, k = 64 (2.1e8 multiply-adds). Two workers
+# stay faster from 2^18 rows on (10^6 x 16, k = 16: 0.86 of one thread's time) and for
+# heavy products (100,000 x 128, k = 256: 0.91)
 ROWS_PER_WORKER = 1 << 17
 WORK_PER_WORKER = 1 << 27
 
