@@ -2,9 +2,9 @@
 
 # About 2 MiB of float32 scores per tile: small enough to stay in cache (each of torch's
 # threads takes its part of a tile), large enough that the per-chunk overhead of torch
-# stays a few percent of the matmul time. 2 MiB against 1 MiB, k-means fits of the
-# benchmark, paired in one run: 0.76 against 0.91, 0.63 against 0.72 and 0.49 against 0.51
-# of scikit-learn's time; peak memory below scikit-learn's still (docs/benchmarks.md)
+# stays a few percent of the matmul time. The k-means fits of the benchmark took 0.92, 0.94
+# and 0.89 of their time with 1 MiB tiles (paired, in random order with pauses), their peak
+# memory still below scikit-learn's (docs/benchmarks.md)
 _TILE_ELEMENTS = 1 << 19
 
 
