@@ -133,7 +133,11 @@ def test_soft_assign_is_the_softmax_over_centers(attention, temperature, dtype):
     sl = slice(0, 300)
     buffer, _ = points._buffers(0, 300, 7)  # (its constant slots written)
     scores = torch.mm(points.keys(X[1:8]), points._build(sl, buffer).T)
-    expected = torch.softmax(points.logits(sl, scores.clone(), temperature), dim=0)
+    # (the reference in float64, from the same scores: float32 logits of 1e4 times the
+    # scores would carry their own rounding into it)
+    exact = _lloyd.PointTokens(X.double(), rows=300, attention=attention)
+    expected = torch.softmax(exact.logits(sl, scores.to(torch.float64, copy=True), temperature),
+                             dim=0).to(dtype)
     _, best = _lloyd.hard_assign(scores.clone())
     got = _lloyd.soft_assign(points, sl, scores, best, temperature)
     assert torch.isfinite(got).all()
