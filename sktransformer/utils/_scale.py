@@ -19,7 +19,7 @@ def check_squared_scale(X, *, name="X"):
     # the largest magnitude from the extremes: no temporary of X's size
     values = X.data if sp.issparse(X) else X
     if (not isinstance(values, torch.Tensor) and values.dtype.kind == "f"
-            and min(values.strides, default=0) >= 0):
+            and values.dtype.isnative and min(values.strides, default=0) >= 0):
         values = torch.from_numpy(values)  # (one pass for both extremes: 1.5 against 3.8
         # ms for numpy's min and max of 10^6 x 16 float32 values)
     if isinstance(values, torch.Tensor):

@@ -254,7 +254,8 @@ def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
         scatter._kernels.cache_clear()
 
 
-@pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "sparse", "tensor"])
+@pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "big-endian", "sparse",
+                                    "tensor"])
 def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
     import scipy.sparse as sp
 
@@ -265,6 +266,7 @@ def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
         X[37, 2] = value
         return {"numpy": lambda: X, "reversed": lambda: X[::-1],
                 "fortran": lambda: np.asfortranarray(X).astype(np.float32),
+                "big-endian": lambda: X.astype(">f8"),
                 "sparse": lambda: sp.csr_matrix(X),
                 "tensor": lambda: torch.from_numpy(X)}[layout]()
 
