@@ -254,8 +254,8 @@ def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
         scatter._kernels.cache_clear()
 
 
-@pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "big-endian", "sparse",
-                                    "tensor"])
+@pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "big-endian", "read-only",
+                                    "sparse", "tensor"])
 def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
     import scipy.sparse as sp
 
@@ -267,10 +267,15 @@ def test_squared_scale_catches_the_largest_magnitude_in_every_layout(layout):
         return {"numpy": lambda: X, "reversed": lambda: X[::-1],
                 "fortran": lambda: np.asfortranarray(X).astype(np.float32),
                 "big-endian": lambda: X.astype(">f8"),
+                "read-only": lambda: np.lib.stride_tricks.as_strided(X, writeable=False),
                 "sparse": lambda: sp.csr_matrix(X),
                 "tensor": lambda: torch.from_numpy(X)}[layout]()
 
-    check_squared_scale(make(-1e10))  # far from overflowing
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no warning either: a read-only array is only read)
+        check_squared_scale(make(-1e10))  # far from overflowing
     big = 1e18 if layout == "fortran" else 1e154  # (float32 or float64)
     for value in (-big, big):
         with pytest.raises(ValueError, match="sums of their squared differences"):
