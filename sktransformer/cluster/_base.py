@@ -29,7 +29,6 @@ from ..utils import (
     as_numpy,
     check_data,
     check_squared_scale,
-    chunk_rows,
     fit_context,
     follows_input,
     iter_chunks,
@@ -297,7 +296,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
         with torch.inference_mode():
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
-            rows = chunk_rows(n_samples, self.n_clusters, self.batch_size)
+            rows = _lloyd.layer_rows(n_samples, self.n_clusters,
+                                     0 if sp.issparse(X) else X.shape[1], self.batch_size)
             if sp.issparse(X):
                 _, mean_var = mean_and_mean_variance(X)
                 points = point_tokens(X, device, rows=rows, attention=self._attention)
@@ -348,7 +348,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True, data=X)
         centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
-        rows = chunk_rows(X.shape[0], self.n_clusters, self.batch_size)
+        rows = _lloyd.layer_rows(X.shape[0], self.n_clusters,
+                                 0 if sp.issparse(X) else X.shape[1], self.batch_size)
         points = point_tokens(X, device, rows=rows, attention=self._attention,
                               shift=centers.mean(0))
         return points, centers - points.shift

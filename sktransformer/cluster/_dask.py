@@ -25,7 +25,6 @@ from sklearn.utils import check_random_state
 
 from ..attention import get_score
 from ..utils import (
-    chunk_rows,
     logger,
     make_generator,
     progress,
@@ -300,7 +299,7 @@ class _Fitter:
     def _cluster_candidates(self, candidates, weight, generator, tol):
         X = self._tensor(candidates)
         w = torch.as_tensor(weight).to(X.dtype)
-        points = _lloyd.PointTokens(X, rows=chunk_rows(len(X), self.k),
+        points = _lloyd.PointTokens(X, rows=_lloyd.layer_rows(len(X), self.k, X.shape[1]),
                                     attention=self.spec["attention"])
         trim = self.kind.get("trim", 0.0)
         best = None

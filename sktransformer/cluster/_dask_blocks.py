@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..attention import group_sums
-from ..utils import chunk_rows, resolve_device, to_numpy, to_tensor
+from ..utils import resolve_device, to_numpy, to_tensor
 from . import _lloyd
 
 
@@ -36,7 +36,7 @@ def _worker_threads():
 def _tokens(X, spec, shift):
     device = resolve_device(spec["device"], fallback=True)
     Xt = to_tensor(X, device)
-    rows = chunk_rows(Xt.shape[0], spec["n_clusters"], spec["batch_size"])
+    rows = _lloyd.layer_rows(Xt.shape[0], spec["n_clusters"], Xt.shape[1], spec["batch_size"])
     return _lloyd.PointTokens(Xt, rows=rows, attention=spec["attention"],
                               shift=to_tensor(shift, device, dtype=Xt.dtype))
 

@@ -17,7 +17,6 @@ from ..utils import (
     as_numpy,
     check_data,
     check_squared_scale,
-    chunk_rows,
     fit_context,
     follows_input,
     logger,
@@ -287,7 +286,7 @@ default="k-means++"
         return self
 
     def _tokens(self, Xt, shift):
-        rows = chunk_rows(Xt.shape[0], self.n_clusters, self.batch_size)
+        rows = _lloyd.layer_rows(Xt.shape[0], self.n_clusters, Xt.shape[1], self.batch_size)
         return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
 
     def _is_soft(self):

@@ -227,3 +227,14 @@ def test_large_fits_load_the_compiled_sums_and_smaller_ones_use_them_once_loaded
         assert not tokens(large).compiled and not tokens(small).compiled
     finally:
         scatter._kernels.cache_clear()
+
+
+def test_layer_rows_bound_the_token_buffer_as_well_as_the_score_tile():
+    from sktransformer.utils import chunk_rows
+
+    n = 10**6
+    assert _lloyd.layer_rows(n, 256, 16) == chunk_rows(n, 256)  # the tile is the wider
+    wide = _lloyd.layer_rows(n, 2, 500)  # 2 clusters, 500 features: the tokens are wider
+    assert wide == chunk_rows(n, 502) and wide * 2 < chunk_rows(n, 2) // 100
+    assert _lloyd.layer_rows(n, 2, 0) == chunk_rows(n, 2)  # sparse: no dense tokens
+    assert _lloyd.layer_rows(n, 2, 500, batch_size=100_000) == 100_000  # given: kept
