@@ -73,11 +73,16 @@ def to_tensor(array, device, dtype=None):
         return array.to(device=device, dtype=dtype)
     if not isinstance(array, np.ndarray) and hasattr(array, "__dlpack__"):  # array API
         return torch.from_dlpack(array).to(device=device, dtype=dtype)
-    array = np.ascontiguousarray(array)
+    return share(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+
+
+def share(array):
+    """``torch.from_numpy(array)``: a CPU tensor on the array's memory. A read-only array
+    (a memory map) is shared too, without torch's warning: the package never writes into
+    its input."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        tensor = torch.from_numpy(array)
-    return tensor.to(device=device, dtype=dtype)
+        return torch.from_numpy(array)
 
 
 def to_numpy(tensor):
