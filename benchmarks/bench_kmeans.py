@@ -13,10 +13,14 @@ With numba installed (the ``fast`` extra), sktransformer's large fits sum the me
 compiled loop (``sktransformer.utils.index_add_rows``); loading it is a one-time cost of the
 process, printed, and kept out of both tables as the imports are.
 
-Times are taken in this one process, the libraries interleaved repeat by repeat, and the
-minimum over repeats is reported (this machine's timings vary by tens of percent from one
-run to the next), with the ratio of the minima and the median of the repeats' own ratios
-to scikit-learn's time (each repeat runs the libraries back to back). Peak memory is
+Times are taken in this one process, the libraries interleaved repeat by repeat, each
+repeat in a new random order (seeded) with a pause before each fit, and the minimum over
+repeats is reported (this machine's timings vary by tens of percent from one run to the
+next), with the ratio of the minima and the median of the repeats' own ratios to
+scikit-learn's time. The order and the pauses matter: each OpenMP runtime (scikit-learn's,
+faiss's, torch's) keeps its threads spinning for a while after a parallel region, so in a
+fixed order a fit always ran on a machine its predecessor had left in the same state, which
+measurably favoured some (see docs/benchmarks.md). Peak memory is
 measured in a fresh child process per library: the rise in peak RSS during ``fit`` over
 the RSS once data and init exist. Data: uniform float32 in [0, 1)^d, initial centers = k
 distinct random rows, the same for all libraries.
@@ -30,14 +34,32 @@ the third leaves empty clusters, which each library relocates its own way.
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
 
 import numpy as np
+from _common import blas_kernels
 
 CONFIGS = [(100_000, 32, 64), (1_000_000, 16, 16), (200_000, 128, 256)]
 ITERS = 20
+PAUSE_S = 0.3  # before each timed fit: the last fit's spinning threads go to sleep
+
+
+def interleaved(fits, repeats, seed=0):
+    """Time each ``fits[name]()`` ``repeats`` times, each repeat in a new random order with
+    a pause before each fit; returns ``({name: [seconds]}, {name: last result})``."""
+    order, times, results = random.Random(seed), {name: [] for name in fits}, {}
+    for _ in range(repeats):
+        names = list(fits)
+        order.shuffle(names)
+        for name in names:
+            time.sleep(PAUSE_S)
+            start = time.perf_counter()
+            results[name] = fits[name]()
+            times[name].append(time.perf_counter() - start)
+    return times, results
 
 
 def make_data(n, d, k, seed=0):
@@ -121,22 +143,20 @@ def run_variants(configs, repeats):
         warm_up("sktransformer", X, init)
         for name in names:
             VARIANTS[name](X[:2000], init)  # warm up
-        times = {name: [] for name in names}
-        layers = {}
-        for _ in range(repeats):
-            for name in names:
-                start = time.perf_counter()
-                layers[name] = VARIANTS[name](X, init)
-                times[name].append(time.perf_counter() - start)
-        base = min(times["TransformerKMeans (hard)"]) / layers["TransformerKMeans (hard)"]
+        times, layers = interleaved(
+            {name: (lambda name=name: VARIANTS[name](X, init)) for name in names}, repeats)
+        hard = "TransformerKMeans (hard)"
+        base = min(times[hard]) / layers[hard]
         for name in names:
             per_layer = min(times[name]) / layers[name]
+            paired = (np.array(times[name]) / layers[name]) / (np.array(times[hard]) / layers[hard])
             rows.append({"config": f"n={n} d={d} k={k}", "variant": name,
                          "time_s": min(times[name]), "layers": int(layers[name]),
                          "ms_per_layer": 1e3 * per_layer,
-                         "per_layer_ratio_vs_hard": per_layer / base})
+                         "per_layer_ratio_vs_hard": per_layer / base,
+                         "paired_ratio_median": float(np.median(paired))})
     print_table(rows, ["config", "variant", "time_s", "layers", "ms_per_layer",
-                       "per_layer_ratio_vs_hard"])
+                       "per_layer_ratio_vs_hard", "paired_ratio_median"])
     return rows
 
 
@@ -226,28 +246,24 @@ def main(argv=None):
     from threadpoolctl import threadpool_info
     libs = [lib for lib in LIBRARIES if available(lib)]
     print(f"threads: torch {torch.get_num_threads()}, BLAS/OpenMP "
-          f"{sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info()})}")
+          f"{sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info()})}; "
+          f"BLAS kernels {blas_kernels()}")
     results = []
     for config in args.configs:
         n, d, k = CONFIGS[config]
         X, init = make_data(n, d, k)
-        times = {lib: [] for lib in libs}
-        fitted = {}
         for lib in libs:
             warm_up(lib, X, init)
-        for _ in range(args.repeats):
-            for lib in libs:
-                start = time.perf_counter()
-                fitted[lib] = LIBRARIES[lib](X, init)
-                times[lib].append(time.perf_counter() - start)
+        times, fitted = interleaved(
+            {lib: (lambda lib=lib: LIBRARIES[lib](X, init)) for lib in libs}, args.repeats)
         for lib in libs:
             row = {"config": f"n={n} d={d} k={k}", "library": lib,
                    "time_s": min(times[lib]), "median_s": float(np.median(times[lib])),
                    "n_iter": int(fitted[lib][1]),
                    "inertia": inertia(X, np.asarray(fitted[lib][0]))}
             row["time_ratio_vs_sklearn"] = row["time_s"] / min(times["sklearn"])
-            # each repeat's ratio (the libraries ran back to back), then their median: what
-            # a slow phase of the machine moves least
+            # each repeat's ratio (the libraries ran close together), then their median:
+            # what a slow phase of the machine moves least
             row["paired_ratio_median"] = float(np.median(
                 np.array(times[lib]) / np.array(times["sklearn"])))
             if not args.no_memory:
