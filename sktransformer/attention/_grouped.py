@@ -46,7 +46,7 @@ def _cumsum_in_groups(values, groups_sorted, n_groups):
     return total - start[groups_sorted]
 
 
-def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None):
+def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None, tail=None):
     """Per group, the score above which the top ``q`` of the group's weight lies.
 
     The threshold ``s_j`` is the largest score such that the keys scoring at least ``s_j``
@@ -60,9 +60,10 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None):
     (n_groups,) or (1,) for all: for ``q`` near 1 the threshold is then selected among the
     few keys scoring below the guess (trimmed k-means passes its last threshold, widened).
     The answer is the same; when a group has too few such keys, all keys are used.
+    ``tail``: the indices of those keys, when the caller has them (one pass fewer).
     """
     if weight is None:
-        return _kth_largest(scores, groups, n_groups, q, below)
+        return _kth_largest(scores, groups, n_groups, q, below, tail)
     w = weight.to(torch.float64)
     order = _by_group_then_score(scores, groups, n_groups)
     g = groups[order]
@@ -76,18 +77,20 @@ def group_quantile(scores, groups, n_groups, weight=None, *, q, below=None):
     return torch.where(total > 0, threshold, torch.inf).to(scores.dtype)
 
 
-def _kth_largest(scores, groups, n_groups, q, below=None):
+def _kth_largest(scores, groups, n_groups, q, below=None, tail=None):
     """:func:`group_quantile` with unit weights: the ``ceil(q n_j)``-th largest score.
 
     With ``below``: the rank-th largest is the ``(n_j - rank + 1)``-th smallest, found
-    among the keys below the guess when a group has that many of them."""
+    among the keys below the guess (``tail``, their indices) when a group has that many of
+    them."""
+    if below is not None and tail is None:
+        bound = below if len(below) == 1 else below.index_select(0, groups)
+        tail = flatnonzero(greater(bound, scores))
     if n_groups == 1:
         n = len(scores)
         rank = max(1, math.ceil(q * n * (1 - 1e-9)))
-        if below is not None:
-            tail = scores[flatnonzero(greater(below, scores))]
-            if len(tail) >= n - rank + 1:
-                scores, rank = tail, len(tail) - (n - rank)
+        if below is not None and len(tail) >= n - rank + 1:
+            scores, rank = scores[tail], len(tail) - (n - rank)
         threshold = torch.full((1,), torch.inf, dtype=scores.dtype, device=scores.device)
         if n:
             threshold[0] = -kth_smallest(-scores, rank)
@@ -95,13 +98,11 @@ def _kth_largest(scores, groups, n_groups, q, below=None):
     counts = torch.bincount(groups, minlength=n_groups)
     rank = torch.ceil(q * counts.to(torch.float64) * (1 - 1e-9)).clamp(min=1).long()
     if below is not None:
-        bound = below if len(below) == 1 else below.index_select(0, groups)
-        tail = flatnonzero(greater(bound, scores))
-        tail_groups = groups[tail]
+        tail_groups = groups.index_select(0, tail)  # (5x faster than groups[tail])
         tail_counts = torch.bincount(tail_groups, minlength=n_groups)
         from_top = tail_counts - (counts - rank)  # the rank among the tail's keys
         if bool(((from_top >= 1) | (counts == 0)).all()):
-            return _ranked(scores[tail], tail_groups, n_groups, tail_counts,
+            return _ranked(scores.index_select(0, tail), tail_groups, n_groups, tail_counts,
                            from_top.clamp(min=1))
     return _ranked(scores, groups, n_groups, counts, rank)
 

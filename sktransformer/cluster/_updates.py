@@ -34,7 +34,7 @@ import math
 import torch
 
 from ..attention import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
-from ..utils import flatnonzero, greater
+from ..utils import flatnonzero, greater, trim_pass, trim_pass_available
 from . import _lloyd
 
 
@@ -101,6 +101,7 @@ class Trim:
         self.thresholds = None  # squared distances, shape (n_clusters,)
         self.cutoff = None  # the layer sums only the members within it: the last radius
         self._marks = []  # (see _spare)
+        self._scratch = None  # (the compiled pass's work space)
 
     def _groups(self, labels):
         if self.mode == "global":  # (a view: no n-sized tensor)
@@ -112,16 +113,24 @@ class Trim:
         return radius if len(radius) == 1 else radius.index_select(0, labels)
 
     def _mark(self, labels, min_dist, sample_weight, out=None):
-        """The radius, the trimmed points (their indices) and the labels with -1 there
-        (in ``out`` when given)."""
+        """The radius, the trimmed points (their indices), the labels with -1 there (in
+        ``out`` when given), and the points beyond ``_WIDEN`` of the last radius (their
+        indices; None for all) when the new radius is among them: then every point trimmed
+        or on the other side of the last radius is one of these few."""
         groups, n_groups = self._groups(labels)
-        # the radius is selected among the points beyond 0.9 of the last one, when enough
-        below = None if self.cutoff is None else self.cutoff * -_WIDEN
+        near = None
+        if self.cutoff is not None and sample_weight is None:
+            wide = self.cutoff * _WIDEN
+            near = _beyond(min_dist, self._bound(wide, labels))
+        # the radius is selected among the ``near`` points, when enough
         radius = -group_quantile(-min_dist, groups, n_groups, sample_weight, q=1 - self.trim,
-                                 below=below)
-        trimmed = _beyond(min_dist, self._bound(radius, labels))
+                                 below=None if near is None else -wide, tail=near)
+        # (an empty cluster's radius is -inf: it has no point to miss)
+        if near is not None and not bool((greater(radius, wide) | (radius == -torch.inf)).all()):
+            near = None  # (some cluster's radius shrank below 0.9 of the last)
+        trimmed = _beyond_among(min_dist, labels, self._bound, radius, among=near)
         marked = labels.clone() if out is None else out.copy_(labels)
-        return marked.index_fill_(0, trimmed, -1), trimmed, radius
+        return marked.index_fill_(0, trimmed, -1), trimmed, radius, near
 
     def _spare(self, labels):
         """One of two label buffers kept across layers, not the one returned last (which
@@ -145,24 +154,34 @@ class Trim:
         radius = torch.where(cut, far_kept, torch.inf)
         return radius.expand(self.n_clusters) if self.mode == "global" else radius
 
-    def _crossed(self, labels, min_dist, radius, trimmed):
+    def _crossed(self, labels, min_dist, radius, trimmed, near):
         """The points the layer's sums (over the members within ``cutoff``) got wrong, as
-        (those to add, those to take out): the ones between the last radius and this one."""
+        (those to add, those to take out): the ones between the last radius and this one
+        (among ``near``, unless None)."""
         if self.cutoff is None:  # the first layer summed every point
             return trimmed.new_empty(0), trimmed
         low, high = torch.minimum(radius, self.cutoff), torch.maximum(radius, self.cutoff)
-        crossed = _beyond(min_dist, self._bound(low, labels), self._bound(high, labels))
+        crossed = _beyond_among(min_dist, labels, self._bound, low, high, among=near)
         kept = min_dist[crossed] <= self._bound(radius, labels[crossed])
         return crossed[kept], crossed[~kept]
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
-        marked, trimmed, radius = self._mark(labels, min_dist, sample_weight,
-                                             out=self._spare(labels))
-        # the layer summed the members within the last layer's radius (``cutoff``): correct
-        # by the few whose side changed, which lie near the radius (far outliers never
-        # entered the sums, so their magnitude costs no precision)
-        entered, left = self._crossed(labels, min_dist, radius, trimmed)
+        marked = self._spare(labels)
+        if (sample_weight is None and points.compiled
+                and trim_pass_available(labels, min_dist)):  # (the same, in one call)
+            if self._scratch is None:
+                self._scratch = torch.empty_like(labels)
+            radius, trimmed, entered, left = trim_pass(
+                min_dist, labels, self._groups(labels)[1], 1 - self.trim, self.cutoff,
+                None if self.cutoff is None else self.cutoff * _WIDEN, marked, self._scratch)
+        else:
+            marked, trimmed, radius, near = self._mark(labels, min_dist, sample_weight,
+                                                       out=marked)
+            # the layer summed the members within the last layer's radius (``cutoff``):
+            # correct by the few whose side changed, which lie near the radius (far
+            # outliers never entered the sums, so their magnitude costs no precision)
+            entered, left = self._crossed(labels, min_dist, radius, trimmed, near)
         self.cutoff = radius
         most = len(entered) + len(left) > points.n // 2  # most changed sides: sum again
         w = None
@@ -189,7 +208,7 @@ class Trim:
         return _objective(min_dist.index_fill(0, trimmed, 0.0), sample_weight)
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
-        marked, trimmed, _ = self._mark(labels, min_dist, sample_weight)
+        marked, trimmed, *_ = self._mark(labels, min_dist, sample_weight)
         self.thresholds = self._thresholds(labels, min_dist, trimmed)
         return centers, marked, self._objective(min_dist, sample_weight, trimmed)
 
@@ -201,6 +220,18 @@ def _beyond(values, low, high=None):
     if high is not None:
         inside &= ~greater(values, high)
     return flatnonzero(inside)
+
+
+def _beyond_among(values, labels, bound, low, high=None, *, among=None):
+    """:func:`_beyond` with per-cluster bounds (``bound(radius, labels)`` gives each
+    point's), looking only at the points ``among`` (indices, in order) unless None."""
+    if among is None:
+        return _beyond(values, bound(low, labels),
+                       None if high is None else bound(high, labels))
+    labels = labels.index_select(0, among)
+    inside = _beyond(values.index_select(0, among), bound(low, labels),
+                     None if high is None else bound(high, labels))
+    return among.index_select(0, inside)
 
 
 class Sparsemax:

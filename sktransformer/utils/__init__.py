@@ -1,6 +1,6 @@
 """Helpers shared by every estimator: devices, tensors, random state, chunking, threads,
 and the few CPU kernels torch is slow at (comparisons, row sums by index, a running
-top-k)."""
+top-k, trimming's pass)."""
 
 from ._arrays import (
     ArrayAPISupport,
@@ -30,6 +30,7 @@ from ._scatter import (
 )
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
 from ._topk import merge_topk, topk_available
+from ._trim import trim_pass, trim_pass_available
 
 __all__ = [
     "ArrayAPISupport",
@@ -57,6 +58,8 @@ __all__ = [
     "logs_verbosely",
     "make_generator",
     "merge_topk",
+    "trim_pass",
+    "trim_pass_available",
     "numpy_dtype",
     "output_space",
     "progress",

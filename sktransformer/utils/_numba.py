@@ -1,6 +1,7 @@
 """numba, where installed: the loader of the package's few compiled CPU loops.
 
-Each loop's module builds its functions with :func:`load`, once per process: numba caches
+Each loop's module builds its functions with :func:`load` (through a
+:class:`CompiledLoops`), once per process: numba caches
 their machine code on disk; where it cannot (no writable directory) they are compiled in
 memory, and where they cannot be built at all the caller's torch path serves, with a
 warning. numba is an extra (``fast``), not a requirement: it supports a new Python some
@@ -26,3 +27,35 @@ def load(build, what, instead):
     warnings.warn(f"{what} could not be built ({errors[-1]!r}); {instead} serves instead.",
                   RuntimeWarning, stacklevel=3)
     return None
+
+
+_UNBUILT = object()
+
+
+class CompiledLoops:
+    """One module's compiled loops, built by :func:`load` on first use, once per process.
+
+    ``get()`` returns ``build``'s functions, or None (numba missing, the loops switched
+    off, or not buildable); ``loaded`` says whether this process has built them already
+    (nothing left to pay); ``enabled = False`` switches them off (the tests compare both
+    paths); ``forget()`` drops them (the next ``get`` builds again).
+    """
+
+    def __init__(self, build, what, instead):
+        self._build, self.what, self.instead = build, what, instead
+        self.enabled = True
+        self._loops = _UNBUILT
+
+    def get(self):
+        if not self.enabled:
+            return None
+        if self._loops is _UNBUILT:
+            self._loops = load(self._build, self.what, self.instead)
+        return self._loops
+
+    @property
+    def loaded(self):
+        return self.enabled and self._loops is not _UNBUILT and self._loops is not None
+
+    def forget(self):
+        self._loops = _UNBUILT

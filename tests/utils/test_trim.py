@@ -1,0 +1,98 @@
+"""The compiled trimming pass and torch's path (``cluster._updates.Trim``) against their
+definition, and the same fits by both."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sktransformer.cluster import _updates
+from sktransformer.utils import _trim, trim_pass, trim_pass_available
+
+COMPILED = trim_pass_available(torch.zeros(1))
+
+
+def _reference(dist, labels, n_groups, q, cutoff):
+    """The pass by its definition, in numpy."""
+    groups = labels if n_groups > 1 else np.zeros_like(labels)
+    radius = np.full(n_groups, -np.inf, dist.dtype)
+    for j in range(n_groups):
+        members = np.sort(dist[groups == j])
+        if len(members):
+            rank = max(1, math.ceil(q * len(members) * (1 - 1e-9)))
+            radius[j] = members[rank - 1]
+    out = dist > radius[groups]
+    trimmed = np.flatnonzero(out)
+    if cutoff is None:
+        return radius, trimmed, trimmed[:0], trimmed
+    beyond_cut = dist > cutoff[groups]
+    return (radius, trimmed, np.flatnonzero(~out & beyond_cut),
+            np.flatnonzero(out & ~beyond_cut))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_groups", [1, 7])
+@pytest.mark.parametrize("cutoff_scale, widen", [
+    (None, None), (1.0, 0.9), (1.3, 0.9), (0.5, 0.9), (np.inf, 0.9),
+    (1.0, 1.0),  # one point short of the radius beyond ``wide``: all points serve
+], ids=["first", "near", "wider", "narrower", "nothing-trimmed", "one-short"])
+@pytest.mark.parametrize("ties", [True, False])
+def test_the_pass_and_torchs_path_are_their_definition(dtype, n_groups, cutoff_scale, widen, ties):
+    rng = np.random.default_rng(0)
+    n = 2000
+    labels = rng.integers(0, n_groups, n)
+    if n_groups > 1:
+        labels[labels == n_groups - 1] = 0  # an empty group
+    # integer-valued distances: ties at the radius
+    dist = (rng.integers(0, 60, n) if ties else rng.random(n)).astype(dtype)
+    q = 0.9
+    first = _reference(dist, labels, n_groups, q, None)[0]
+    cutoff = None if cutoff_scale is None else np.where(
+        np.isfinite(first), first * cutoff_scale, 0).astype(dtype)
+    want = _reference(dist, labels, n_groups, q, cutoff)
+    cut = None if cutoff is None else torch.from_numpy(cutoff)
+    dist, labels = torch.from_numpy(dist), torch.from_numpy(labels)
+    marks = torch.where(dist > torch.from_numpy(want[0])[labels if n_groups > 1 else 0], -1,
+                        labels)
+    if COMPILED:
+        marked = torch.empty(n, dtype=torch.int64)
+        got = trim_pass(dist, labels, n_groups, q, cut, None if cut is None else cut * widen,
+                        marked, torch.empty(n, dtype=torch.int64))
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b)
+        np.testing.assert_array_equal(marked, marks)
+    if widen in (None, _updates._WIDEN):  # torch's path, by the tail or by all points
+        update = _updates.Trim(n_groups, 1 - q, "global" if n_groups == 1 else "per_cluster")
+        update.cutoff = cut
+        marked, trimmed, radius, near = update._mark(labels, dist, None)
+        torch_path = (radius, trimmed, *update._crossed(labels, dist, radius, trimmed, near))
+        for a, b in zip(torch_path, want):
+            np.testing.assert_array_equal(a.numpy(), b)
+        np.testing.assert_array_equal(marked, marks)
+
+
+@pytest.mark.skipif(not COMPILED, reason="numba is not installed: only torch's path exists")
+@pytest.mark.parametrize("trimming", ["global", "per_cluster"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_pass_gives_torchs_fit(trimming, dtype, monkeypatch):
+    import sktransformer.utils._scatter as scatter
+    from sktransformer import TrimmedTransformerKMeans
+
+    monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(size=(3000, 4)), rng.normal(scale=30, size=(60, 4))])
+    X = X.astype(dtype)
+    calls = []
+    loop = _trim._LOOPS.get()
+    monkeypatch.setattr(_trim._LOOPS, "_loops", lambda *a: calls.append(1) or loop(*a))
+    fits = []
+    for enabled in (True, False):
+        monkeypatch.setattr(_trim._LOOPS, "enabled", enabled)
+        fits.append(TrimmedTransformerKMeans(6, trim=0.1, trimming=trimming, n_init=1,
+                                             max_iter=12, tol=0, random_state=0,
+                                             device="cpu").fit(X))
+        assert bool(calls) == enabled  # the loop ran, then not at all
+        calls.clear()
+    for name in ("cluster_centers_", "labels_", "thresholds_", "inertia_"):
+        np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
