@@ -10,6 +10,10 @@ months after its release.
 
 import warnings
 
+import torch
+
+DTYPES = (torch.float32, torch.float64)  # the loops are compiled for these
+
 
 def load(build, what, instead):
     """``build(numba, cache)``'s functions, or None without numba (or where they cannot be

@@ -12,12 +12,10 @@ memory for numba's compiler: callers ask for it (``compiled=True``) only for fit
 every layer is large (see ``COMPILED_MIN_ELEMENTS``).
 """
 
-import functools
-
 import numpy as np
 import torch
 
-from ._numba import load
+from ._numba import DTYPES, CompiledLoops
 
 # A fit uses the compiled loop from this many token elements (rows x width) a layer on
 # (30,000 points of 32 features): smaller fits never load numba. The loop saves about 8 ns
@@ -31,14 +29,6 @@ COMPILED_MIN_ELEMENTS = 1 << 20
 # against 49)
 _LOADED_MIN_ELEMENTS = 1 << 14
 
-_ENABLED = True  # (tests switch the compiled loop off to compare both)
-_DTYPES = (torch.float32, torch.float64)
-
-
-@functools.lru_cache(maxsize=None)
-def _kernels():
-    """The compiled loops, or None without numba (see :func:`~._numba.load`)."""
-    return load(_build, "numba's row sums", "torch's index_add_")
 
 
 def _build(numba, cache):
@@ -74,10 +64,13 @@ def _build(numba, cache):
     return add_rows, add_weighted_rows
 
 
+_LOOPS = CompiledLoops(_build, "numba's row sums", "torch's index_add_")
+
+
 def compiled_available():
     """Whether numba is installed (and the compiled loop enabled). The first call imports
     numba and loads the loops: a process's one-time cost (see the module's docstring)."""
-    return _ENABLED and _kernels() is not None
+    return _LOOPS.get() is not None
 
 
 def use_compiled(n_elements):
@@ -86,8 +79,7 @@ def use_compiled(n_elements):
     on once this process has loaded it (nothing left to pay)."""
     if n_elements >= COMPILED_MIN_ELEMENTS:
         return compiled_available()
-    loaded = _kernels.cache_info().currsize > 0
-    return n_elements >= _LOADED_MIN_ELEMENTS and loaded and compiled_available()
+    return n_elements >= _LOADED_MIN_ELEMENTS and _LOOPS.loaded
 
 
 def _plain(*tensors):
@@ -110,10 +102,10 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     """
     dist, radius = (None, None) if within is None else within
     extra = [t for t in (weight, shift, dist, radius) if t is not None]
-    if (compiled and acc.dtype in _DTYPES and index.dtype == torch.int64
+    if (compiled and acc.dtype in DTYPES and index.dtype == torch.int64
             and all(t.dtype == acc.dtype for t in (source, *extra))
             and _plain(acc, index, source, *extra) and compiled_available()):
-        add_rows, add_weighted_rows = _kernels()
+        add_rows, add_weighted_rows = _LOOPS.get()
         none = acc.new_empty(0).numpy()
         limits = (none, none) if within is None else (dist.numpy(), radius.numpy())
         if weight is None:

@@ -13,22 +13,12 @@ worker threads can merge their own rows' tiles at once. Without numba there is n
 callers check :func:`topk_available` and search another way.
 """
 
-import functools
-
 import numpy as np
 import torch
 
-from ._numba import load
+from ._numba import DTYPES, CompiledLoops
 
 GROUPS = 64  # strided groups of keys per row of a tile, whose width is GROUPS x 2^j, j >= 1
-_ENABLED = True  # (tests switch the compiled loop off)
-_DTYPES = (torch.float32, torch.float64)
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel():
-    """The compiled merge, or None without numba (see :func:`~._numba.load`)."""
-    return load(_build, "numba's running top-k", "torch's top-k")
 
 
 def _build(numba, cache):
@@ -77,10 +67,13 @@ def _build(numba, cache):
     return merge
 
 
+_LOOPS = CompiledLoops(_build, "numba's running top-k", "torch's top-k")
+
+
 def topk_available():
     """Whether the compiled merge exists (numba installed, the loop enabled). The first
     call imports numba and loads the loop: a process's one-time cost."""
-    return _ENABLED and _kernel() is not None
+    return _LOOPS.get() is not None
 
 
 def merge_topk(scores, start, values, indices):
@@ -100,7 +93,7 @@ def merge_topk(scores, start, values, indices):
     rows, m = scores.shape
     if not topk_available():
         raise RuntimeError("merge_topk needs numba (pip install sktransformer[fast]).")
-    if (scores.dtype not in _DTYPES or values.dtype != scores.dtype
+    if (scores.dtype not in DTYPES or values.dtype != scores.dtype
             or indices.dtype != torch.int64):
         raise TypeError(f"merge_topk takes float32 or float64 scores and values and int64 "
                         f"indices, not {scores.dtype}, {values.dtype}, {indices.dtype}.")
@@ -113,4 +106,4 @@ def merge_topk(scores, start, values, indices):
         raise ValueError(f"merge_topk: scores {tuple(scores.shape)} (width {GROUPS} times "
                          f"a power of two from 2 on), values {tuple(values.shape)} and "
                          f"indices {tuple(indices.shape)} (the same rows).")
-    _kernel()(scores.numpy(), start, values.numpy(), indices.numpy())
+    _LOOPS.get()(scores.numpy(), start, values.numpy(), indices.numpy())

@@ -189,15 +189,15 @@ def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
     X = np.random.default_rng(0).normal(size=(3000, 6)).astype(dtype)
     w = np.random.default_rng(1).uniform(0.5, 2, 3000).astype(dtype)
     monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
-    kernels = scatter._kernels()
+    kernels = scatter._LOOPS.get()
     if kernels is None:
         pytest.skip("numba is not installed: only torch's path exists")
     calls = []
-    monkeypatch.setattr(scatter, "_kernels", lambda: tuple(
+    monkeypatch.setattr(scatter._LOOPS, "_loops", tuple(
         lambda *a, f=f: calls.append(1) or f(*a) for f in kernels))
     fits = []
     for enabled in (True, False):
-        monkeypatch.setattr(scatter, "_ENABLED", enabled)
+        monkeypatch.setattr(scatter._LOOPS, "enabled", enabled)
         est = make().set_params(device="cpu", tol=0, max_iter=15).fit(X, sample_weight=w)
         fits.append(est)
         assert bool(calls) == enabled  # the loop ran, then not at all
@@ -215,18 +215,18 @@ def test_large_fits_load_the_compiled_sums_and_smaller_ones_use_them_once_loaded
 
     small, tiny = scatter._LOADED_MIN_ELEMENTS // 16, scatter._LOADED_MIN_ELEMENTS // 32
     large = scatter.COMPILED_MIN_ELEMENTS // 16
-    scatter._kernels.cache_clear()
+    scatter._LOOPS.forget()
     try:
         assert not tokens(small).compiled
-        assert scatter._kernels.cache_info().currsize == 0  # a small fit loads nothing
-        installed = scatter._kernels() is not None  # (loads it)
+        assert not scatter._LOOPS.loaded  # a small fit loads nothing
+        installed = scatter._LOOPS.get() is not None  # (loads it)
         assert tokens(large).compiled == installed
         assert tokens(small).compiled == installed  # loaded: nothing left to pay
         assert not tokens(tiny).compiled  # torch's index_add_ is faster there
-        monkeypatch.setattr(scatter, "_ENABLED", False)
+        monkeypatch.setattr(scatter._LOOPS, "enabled", False)
         assert not tokens(large).compiled and not tokens(small).compiled
     finally:
-        scatter._kernels.cache_clear()
+        scatter._LOOPS.forget()
 
 
 def test_layer_rows_bound_the_token_buffer_as_well_as_the_score_tile():

@@ -74,7 +74,7 @@ def test_merge_topk_refuses_what_it_cannot_take(monkeypatch):
     with pytest.raises(TypeError, match="int64 indices"):
         merge_topk(torch.zeros(2, 128), 0, values, indices.int())
     assert values.isinf().all()  # nothing written
-    monkeypatch.setattr(_topk, "_ENABLED", False)
+    monkeypatch.setattr(_topk._LOOPS, "enabled", False)
     assert not topk_available()
     with pytest.raises(RuntimeError, match="needs numba"):
         merge_topk(torch.zeros(2, 128), 0, values, indices)
@@ -85,12 +85,12 @@ def test_a_fresh_process_loads_the_loops_from_numba_s_cache():
     # process (it recompiled, 0.7-1 s a process, before the merge was written as one loop)
     from sktransformer.utils import _scatter
 
-    merge, sums = _topk._kernel(), _scatter._kernels()  # (compiled and cached, if need be)
+    merge, sums = _topk._LOOPS.get(), _scatter._LOOPS.get()  # (compiled and cached, if need be)
     folder = os.path.dirname(_topk.__file__)
     if not os.access(os.path.join(folder, "__pycache__"), os.W_OK):
         pytest.skip("numba cannot cache here (no writable __pycache__): it compiles in memory")
     code = ("import json\nfrom sktransformer.utils import _scatter, _topk\n"
-            "loops = [_topk._kernel(), *_scatter._kernels()]\n"
+            "loops = [_topk._LOOPS.get(), *_scatter._LOOPS.get()]\n"
             "print(json.dumps([[sum(f.stats.cache_hits.values()) for f in loops],"
             " [sum(f.stats.cache_misses.values()) for f in loops]]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

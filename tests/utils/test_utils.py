@@ -164,12 +164,11 @@ def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
     import sktransformer.utils._scatter as scatter
 
     calls = []
-    kernels = scatter._kernels()
+    kernels = scatter._LOOPS.get()
     if kernels is None:
         pytest.skip("numba is not installed: only torch's path exists")
-    monkeypatch.setattr(scatter, "_kernels",
-                        lambda: tuple(lambda *a, f=f: calls.append(1) or f(*a)
-                                      for f in kernels))
+    monkeypatch.setattr(scatter._LOOPS, "_loops",
+                        tuple(lambda *a, f=f: calls.append(1) or f(*a) for f in kernels))
     acc, index, source = torch.zeros(3, 4), torch.tensor([0, 2, 2]), torch.ones(3, 4)
     index_add_rows(acc, index, source, compiled=True)
     assert calls == [1] and acc[2].tolist() == [2.0] * 4
@@ -180,7 +179,7 @@ def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
         with torch.no_grad():
             index_add_rows(*args, compiled=True)
     assert calls == [1] and acc[2].tolist() == [8.0] * 4  # torch's index_add_ for each
-    monkeypatch.setattr(scatter, "_ENABLED", False)
+    monkeypatch.setattr(scatter._LOOPS, "enabled", False)
     assert not compiled_available()
     index_add_rows(acc, index, source, compiled=True)
     assert calls == [1] and acc[2].tolist() == [10.0] * 4
@@ -241,7 +240,7 @@ def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
     try:
         for fake, built in ((uncached, True), (broken, False)):
             monkeypatch.setattr(numba, "njit", fake)
-            scatter._kernels.cache_clear()
+            scatter._LOOPS.forget()
             if built:
                 assert compiled_available()
             else:
@@ -251,7 +250,7 @@ def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
         assert acc[1].tolist() == [4.0] * 3 and acc[0].tolist() == [0.0] * 3
     finally:
         monkeypatch.undo()
-        scatter._kernels.cache_clear()
+        scatter._LOOPS.forget()
 
 
 @pytest.mark.parametrize("layout", ["numpy", "reversed", "fortran", "big-endian", "read-only",
