@@ -169,7 +169,7 @@ class Trim:
                  runner):
         marked = self._spare(labels)
         if (sample_weight is None and points.compiled
-                and trim_pass_available(labels, min_dist)):  # (the same, in one call)
+                and trim_pass_available(min_dist, labels)):  # (the same, in one call)
             if self._scratch is None:
                 self._scratch = torch.empty_like(labels)
             radius, trimmed, entered, left = trim_pass(

@@ -19,34 +19,13 @@ import math
 import numpy as np
 import torch
 
-from ._numba import CompiledLoops
+from ._numba import DTYPES, CompiledLoops
 
 
 def _build(numba, cache):
-    """numba's pass, compiled (or loaded from numba's cache) for float32 and float64."""
-
-    @numba.njit(nogil=True, cache=cache, boundscheck=False)
-    def select(dist, labels, n_groups, among, n_among, sizes, need):
-        """Per group, the ``need``-th largest of the ``dist`` of its points among
-        ``among[:n_among]`` (all points when ``n_among < 0``), -inf for an empty group."""
-        per_group = n_groups > 1
-        start = np.zeros(n_groups + 1, np.int64)
-        for j in range(n_groups):
-            start[j + 1] = start[j] + sizes[j]
-        fill = start[:n_groups].copy()
-        values = np.empty(start[n_groups], dist.dtype)
-        n = dist.shape[0] if n_among < 0 else n_among
-        for t in range(n):
-            i = t if n_among < 0 else among[t]
-            g = labels[i] if per_group else 0
-            values[fill[g]] = dist[i]
-            fill[g] += 1
-        radius = np.full(n_groups, -np.inf, dist.dtype)
-        for j in range(n_groups):
-            if sizes[j]:
-                at = sizes[j] - need[j]
-                radius[j] = np.partition(values[start[j]:start[j + 1]], at)[at]
-        return radius
+    """numba's pass, compiled (or loaded from numba's cache) for float32 and float64. (One
+    function: one that calls another compiled function misses numba's cache in every
+    process.)"""
 
     @numba.njit(nogil=True, cache=cache, boundscheck=False)
     def trim_pass(dist, labels, n_groups, q, cutoff, wide, among, marked):
@@ -69,12 +48,46 @@ def _build(numba, cache):
             need[j] = counts[j] - rank + 1
             if counts[j] and tail[j] < need[j]:
                 enough = False
-        if enough:
-            radius = select(dist, labels, n_groups, among, n_among, tail, need)
-        else:
-            radius = select(dist, labels, n_groups, among, -1, counts, need)
-            n_among = -1
+        if not enough:
+            n_among, tail = -1, counts  # (select among all points)
         n_seen = n if n_among < 0 else n_among
+        # each group's need-th largest: its points gathered by group, then selected
+        start = np.zeros(n_groups + 1, np.int64)
+        for j in range(n_groups):
+            start[j + 1] = start[j] + tail[j]
+        fill = start[:n_groups].copy()
+        values = np.empty(start[n_groups], dist.dtype)
+        for t in range(n_seen):
+            i = t if n_among < 0 else among[t]
+            g = labels[i] if per_group else 0
+            values[fill[g]] = dist[i]
+            fill[g] += 1
+        radius = np.full(n_groups, -np.inf, dist.dtype)
+        for j in range(n_groups):
+            if not counts[j]:
+                continue
+            # quickselect (Hoare's partition, middle pivot) of the segment, in place
+            # (numba's np.partition took 18 s to compile)
+            lo, hi, at = start[j], start[j + 1] - 1, start[j] + tail[j] - need[j]
+            while lo < hi:
+                pivot = values[(lo + hi) // 2]
+                a, b = lo, hi
+                while a <= b:
+                    while values[a] < pivot:
+                        a += 1
+                    while values[b] > pivot:
+                        b -= 1
+                    if a <= b:
+                        values[a], values[b] = values[b], values[a]
+                        a += 1
+                        b -= 1
+                if at <= b:
+                    hi = b
+                elif at >= a:
+                    lo = a
+                else:  # between the two sides: equal to the pivot
+                    break
+            radius[j] = values[at]
         # the points trimmed (side 0), and those that crossed the last radius inwards (1)
         # or outwards (2), in one pass into arrays of the largest size
         found = np.empty((3, n_seen), np.int64)
@@ -105,10 +118,12 @@ def _build(numba, cache):
 _LOOPS = CompiledLoops(_build, "numba's trimming pass", "torch's")
 
 
-def trim_pass_available(*tensors):
+def trim_pass_available(dist, labels):
     """Whether :func:`trim_pass` runs for these tensors: numba installed and the loop
-    enabled, CPU tensors without gradient. The first call loads the loop."""
-    return (all(t.device.type == "cpu" and not t.requires_grad for t in tensors)
+    enabled, CPU tensors without gradient, float32 or float64 distances and int64
+    labels. The first call loads the loop."""
+    return (all(t.device.type == "cpu" and not t.requires_grad for t in (dist, labels))
+            and dist.dtype in DTYPES and labels.dtype == torch.int64
             and _LOOPS.get() is not None)
 
 

@@ -10,7 +10,7 @@ import torch
 from sktransformer.cluster import _updates
 from sktransformer.utils import _trim, trim_pass, trim_pass_available
 
-COMPILED = trim_pass_available(torch.zeros(1))
+COMPILED = trim_pass_available(torch.zeros(1), torch.zeros(1, dtype=torch.int64))
 
 
 def _reference(dist, labels, n_groups, q, cutoff):
