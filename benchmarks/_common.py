@@ -21,3 +21,27 @@ def run_child(code, *args):
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class Steal:
+    """The share of the machine's CPU time its hypervisor took (``steal`` in
+    ``/proc/stat``) while the block ran: on a shared virtual machine the timings of a run
+    with much steal mean little. ``share`` is None where ``/proc/stat`` does not say."""
+
+    @staticmethod
+    def _times():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return fields[7] if len(fields) > 7 else None, sum(fields[:8])
+
+    def __enter__(self):
+        self.start, self.share = self._times(), None
+        return self
+
+    def __exit__(self, *exc):
+        end = self._times()
+        if self.start and end and None not in (self.start[0], end[0]) and end[1] > self.start[1]:
+            self.share = (end[0] - self.start[0]) / (end[1] - self.start[1])

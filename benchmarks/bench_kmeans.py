@@ -20,7 +20,9 @@ next), with the ratio of the minima and the median of the repeats' own ratios to
 scikit-learn's time. The order and the pauses matter: each OpenMP runtime (scikit-learn's,
 faiss's, torch's) keeps its threads spinning for a while after a parallel region, so in a
 fixed order a fit always ran on a machine its predecessor had left in the same state, which
-measurably favoured some (see docs/benchmarks.md). Peak memory is
+measurably favoured some (see docs/benchmarks.md). The script prints the share of the CPU
+time the hypervisor took during each configuration's timings (``steal``): on a shared
+virtual machine a run with much of it is noise. Peak memory is
 measured in a fresh child process per library: the rise in peak RSS during ``fit`` over
 the RSS once data and init exist. Data: uniform float32 in [0, 1)^d, initial centers = k
 distinct random rows, the same for all libraries.
@@ -40,11 +42,17 @@ import sys
 import time
 
 import numpy as np
-from _common import blas_kernels
+from _common import Steal, blas_kernels
 
 CONFIGS = [(100_000, 32, 64), (1_000_000, 16, 16), (200_000, 128, 256)]
 ITERS = 20
 PAUSE_S = 0.3  # before each timed fit: the last fit's spinning threads go to sleep
+
+
+def _steal_text(steal):
+    if steal.share is None:
+        return "CPU time taken by the hypervisor unknown"
+    return f"{100 * steal.share:.1f}% of the CPU time taken by the hypervisor (steal)"
 
 
 def interleaved(fits, repeats, seed=0):
@@ -143,8 +151,10 @@ def run_variants(configs, repeats):
         warm_up("sktransformer", X, init)
         for name in names:
             VARIANTS[name](X[:2000], init)  # warm up
-        times, layers = interleaved(
-            {name: (lambda name=name: VARIANTS[name](X, init)) for name in names}, repeats)
+        with Steal() as steal:
+            times, layers = interleaved(
+                {name: (lambda name=name: VARIANTS[name](X, init)) for name in names}, repeats)
+        print(f"n={n} d={d} k={k}: {_steal_text(steal)}", flush=True)
         hard = "TransformerKMeans (hard)"
         base = min(times[hard]) / layers[hard]
         for name in names:
@@ -254,8 +264,10 @@ def main(argv=None):
         X, init = make_data(n, d, k)
         for lib in libs:
             warm_up(lib, X, init)
-        times, fitted = interleaved(
-            {lib: (lambda lib=lib: LIBRARIES[lib](X, init)) for lib in libs}, args.repeats)
+        with Steal() as steal:
+            times, fitted = interleaved(
+                {lib: (lambda lib=lib: LIBRARIES[lib](X, init)) for lib in libs}, args.repeats)
+        print(f"n={n} d={d} k={k}: {_steal_text(steal)}", flush=True)
         for lib in libs:
             row = {"config": f"n={n} d={d} k={k}", "library": lib,
                    "time_s": min(times[lib]), "median_s": float(np.median(times[lib])),
