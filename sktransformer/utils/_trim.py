@@ -40,6 +40,8 @@ def _build(numba, cache):
         if per_group:
             for i in range(n):
                 g = labels[i]
+                if g < 0 or g >= n_groups:  # (bounds unchecked but this one)
+                    raise IndexError("label out of range")
                 counts[g] += 1
                 marked[i] = g
                 beyond = warm and dist[i] > wide[g]

@@ -96,3 +96,12 @@ def test_compiled_pass_gives_torchs_fit(trimming, dtype, monkeypatch):
         calls.clear()
     for name in ("cluster_centers_", "labels_", "thresholds_", "inertia_"):
         np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
+
+
+@pytest.mark.skipif(not COMPILED, reason="numba is not installed: only torch's path exists")
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_trim_pass_refuses_a_label_out_of_range(bad):
+    labels = torch.tensor([0, 1, bad, 2])
+    with pytest.raises(IndexError):
+        trim_pass(torch.ones(4), labels, 3, 0.9, None, None, torch.empty(4, dtype=torch.int64),
+                  torch.empty(4, dtype=torch.int64))
