@@ -168,13 +168,17 @@ class Trim:
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
         marked = self._spare(labels)
-        if (sample_weight is None and points.compiled
-                and trim_pass_available(min_dist, labels)):  # (the same, in one call)
+        compiled = (sample_weight is None and points.compiled
+                    and trim_pass_available(min_dist, labels))
+        corrected = False  # (whether the compiled pass corrected the sums)
+        if compiled:  # the same, in one call
             if self._scratch is None:
                 self._scratch = torch.empty_like(labels)
+            corrected = points.X.is_contiguous() and points.X.dtype == sums.dtype
             radius, trimmed, entered, left = trim_pass(
                 min_dist, labels, self._groups(labels)[1], 1 - self.trim, self.cutoff,
-                None if self.cutoff is None else self.cutoff * _WIDEN, marked, self._scratch)
+                None if self.cutoff is None else self.cutoff * _WIDEN, marked, self._scratch,
+                (points.X, points.shift, sums, weight) if corrected else None)
         else:
             marked, trimmed, radius, near = self._mark(labels, min_dist, sample_weight,
                                                        out=marked)
@@ -191,7 +195,7 @@ class Trim:
             weight = group_sums(w, labels, self.n_clusters)  # exact zeros
         if most:
             sums = _lloyd.weighted_sums(points, labels, w, self.n_clusters, runner=runner)
-        else:
+        elif not corrected:
             for rows, sign in ((left, -1), (entered, 1)):
                 _lloyd.add_rows(points, sums, labels, rows, sample_weight, alpha=sign)
                 if sample_weight is None:  # (the layer's counts: integers, exactly)

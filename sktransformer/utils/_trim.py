@@ -30,7 +30,8 @@ def _build(numba, cache):
     process.)"""
 
     @numba.njit(nogil=True, cache=cache, boundscheck=False)
-    def trim_pass(dist, labels, n_groups, q, cutoff, wide, among, marked):
+    def trim_pass(dist, labels, n_groups, q, cutoff, wide, among, marked, x, shift, sums,
+                  weight):
         n, per_group, warm = dist.shape[0], n_groups > 1, cutoff.shape[0] > 0
         counts = np.zeros(n_groups, np.int64)
         tail = np.zeros(n_groups, np.int64)
@@ -120,12 +121,27 @@ def _build(numba, cache):
                 sizes[side] += 1
         trimmed, entered, left = (found[0, :sizes[0]], found[1, :sizes[1]],
                                   found[2, :sizes[2]])
+        # the sums over the members within the last radius (all points on the first
+        # layer: the trimmed ones left), corrected by the points that crossed it (unless
+        # most did: then the caller sums again)
+        out_side = 2 if warm else 0
+        if x.shape[0] and sizes[1] + sizes[out_side] <= n // 2:
+            for side, sign in ((out_side, -1.0), (1, 1.0)):
+                for t in range(sizes[side]):
+                    i = found[side, t]
+                    g = labels[i]
+                    for c in range(x.shape[1]):
+                        sums[g, c] += sign * (x[i, c] - shift[c])
+                    weight[g] += sign
         return radius, trimmed, entered, left
 
-    for dtype in (np.float32, np.float64):  # compiled (or loaded) here, both at once
+    for dtype in (np.float32, np.float64):  # compiled (or loaded) here, all at once
         one, labels = np.ones(1, dtype), np.zeros(1, np.int64)
-        trim_pass(one, labels, 1, 0.5, one, one, labels.copy(), labels.copy())
-        trim_pass(one, labels, 2, 0.5, one[:0], one[:0], labels.copy(), labels.copy())
+        x = np.zeros((1, 1), dtype)
+        # the sums: a contiguous array, or a view of a layer's (layouts numba tells apart)
+        for sums in (np.zeros((1, 1), dtype), np.zeros((3, 3), dtype)[:2, :2]):
+            trim_pass(one, labels, 1, 0.5, one, one, labels.copy(), labels.copy(), x, one,
+                      sums, one.copy())
     return trim_pass
 
 
@@ -141,7 +157,7 @@ def trim_pass_available(dist, labels):
             and _LOOPS.get() is not None)
 
 
-def trim_pass(dist, labels, n_groups, q, cutoff, wide, marked, scratch):
+def trim_pass(dist, labels, n_groups, q, cutoff, wide, marked, scratch, corrections=None):
     """Trimmed k-means' radius and the points on each side of it, in one compiled pass.
 
     Parameters
@@ -159,6 +175,13 @@ def trim_pass(dist, labels, n_groups, q, cutoff, wide, marked, scratch):
         Written: ``labels``, with -1 for the trimmed points.
     scratch : Tensor of shape (n,), int64
         Work space (overwritten).
+    corrections : tuple or None
+        ``(x, shift, sums, weight)``: the points ``x (n, d)`` (contiguous) and their shift,
+        and the sums ``(n_clusters, d)`` and weights ``(n_clusters,)`` of each cluster's
+        points within ``cutoff`` (a layer's), in X's dtype; corrected in place by the
+        points that crossed ``cutoff`` (``+ (x_i - shift)``, ``+ 1`` for those entered,
+        the opposite for those left, in that order, as torch's ``index_add_`` would),
+        unless more than half of the points crossed it.
 
     Returns
     -------
@@ -171,11 +194,14 @@ def trim_pass(dist, labels, n_groups, q, cutoff, wide, marked, scratch):
         ``trimmed``, on the first layer), in order.
     """
     none = dist.new_empty(0)
+    if corrections is None:
+        corrections = (dist.new_empty(0, 1), none, dist.new_empty(0, 1), none)
+    x, shift, sums, weight = (t.numpy() for t in corrections)  # (sums: a view, written)
     arrays = (dist, labels, cutoff if cutoff is not None else none,
               wide if wide is not None else none, scratch, marked)
     dist, labels, cutoff, wide, scratch, marked = (t.contiguous().numpy() for t in arrays)
     radius, trimmed, entered, left = _LOOPS.get()(
-        dist, labels, n_groups, q, cutoff, wide, scratch, marked)
+        dist, labels, n_groups, q, cutoff, wide, scratch, marked, x, shift, sums, weight)
     if not len(cutoff):
         left = trimmed
     return tuple(torch.from_numpy(a) for a in (radius, trimmed, entered, left))
