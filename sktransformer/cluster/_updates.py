@@ -34,7 +34,14 @@ import math
 import torch
 
 from ..attention import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
-from ..utils import flatnonzero, greater, trim_pass, trim_pass_available
+from ..utils import (
+    flatnonzero,
+    greater,
+    sparsemax_sums,
+    sparsemax_sums_available,
+    trim_pass,
+    trim_pass_available,
+)
 from . import _lloyd
 
 
@@ -254,17 +261,27 @@ class Sparsemax:
     def __init__(self, n_clusters, beta):
         self.n_clusters, self.beta = n_clusters, beta
         self.tau = None  # the last layer's thresholds: where the next search starts
-        self._scores = None
+        self._scores = self._support = None  # (work space kept across layers)
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):
-        if self._scores is None:  # (kept across layers: fresh memory costs page faults)
-            self._scores = min_dist.new_empty(len(min_dist), dtype=torch.float64)
-        scores = self._scores.copy_(min_dist).mul_(-self.beta / math.sqrt(points.d))
-        p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
-                                      start=self.tau, return_threshold=True)
-        sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
-        weight = group_sums(p, labels, self.n_clusters).to(sums.dtype)
+        scale = -self.beta / math.sqrt(points.d)
+        if (sample_weight is None and points.compiled
+                and sparsemax_sums_available(min_dist, labels, points.X)):
+            # the same in one call (the weights computed as they are added)
+            if self._support is None:
+                self._support = torch.empty_like(min_dist, dtype=torch.bool)
+            sums, weight, self.tau = sparsemax_sums(
+                min_dist, labels, self.n_clusters, scale, self.tau, points.X, points.shift,
+                self._support)
+        else:
+            if self._scores is None:  # (kept across layers: fresh memory costs page faults)
+                self._scores = min_dist.new_empty(len(min_dist), dtype=torch.float64)
+            scores = self._scores.copy_(min_dist).mul_(scale)
+            p, self.tau = group_sparsemax(scores, labels, self.n_clusters, sample_weight,
+                                          start=self.tau, return_threshold=True)
+            sums = _lloyd.weighted_sums(points, labels, p, self.n_clusters, runner=runner)
+            weight = group_sums(p, labels, self.n_clusters).to(sums.dtype)
         _lloyd.relocate_empty(points, sample_weight, sums, weight, labels, min_dist,
                               hard=False)
         new = _lloyd.average(sums, weight, centers)

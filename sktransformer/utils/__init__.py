@@ -1,6 +1,6 @@
 """Helpers shared by every estimator: devices, tensors, random state, chunking, threads,
 and the few CPU kernels torch is slow at (comparisons, row sums by index, a running
-top-k, trimming's pass)."""
+top-k, trimming's and robust k-means' passes)."""
 
 from ._arrays import (
     ArrayAPISupport,
@@ -29,6 +29,7 @@ from ._scatter import (
     use_compiled,
 )
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
+from ._sparsemax import sparsemax_sums, sparsemax_sums_available
 from ._topk import merge_topk, topk_available
 from ._trim import trim_pass, trim_pass_available
 
@@ -58,6 +59,8 @@ __all__ = [
     "logs_verbosely",
     "make_generator",
     "merge_topk",
+    "sparsemax_sums",
+    "sparsemax_sums_available",
     "trim_pass",
     "trim_pass_available",
     "numpy_dtype",
