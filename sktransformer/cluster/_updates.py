@@ -149,15 +149,14 @@ class Trim:
             self._marks.append(self._marks.pop(0))
         return self._marks[-1]
 
-    def _thresholds(self, labels, min_dist, trimmed):
+    def _thresholds(self, labels, radius, trimmed):
         """Per cluster, the squared distance of the farthest kept point, ``inf`` where
-        nothing was trimmed (trimming nothing flags nothing)."""
+        nothing was trimmed (trimming nothing flags nothing): the radius, which is the
+        distance of a kept point (0 where every point weighs nothing: none is kept)."""
         groups, n_groups = self._groups(labels)
-        kept = torch.ones_like(labels, dtype=torch.bool).index_fill_(0, trimmed, False)
-        far_kept = min_dist.new_zeros(n_groups).scatter_reduce_(
-            0, groups[kept], min_dist[kept], "amax")
         cut = torch.zeros(n_groups, dtype=torch.bool, device=labels.device)
         cut[groups[trimmed]] = True
+        far_kept = torch.where(radius > -torch.inf, radius, 0.0)
         radius = torch.where(cut, far_kept, torch.inf)
         return radius.expand(self.n_clusters) if self.mode == "global" else radius
 
@@ -172,27 +171,34 @@ class Trim:
         kept = min_dist[crossed] <= self._bound(radius, labels[crossed])
         return crossed[kept], crossed[~kept]
 
-    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
-                 runner):
-        marked = self._spare(labels)
-        compiled = (sample_weight is None and points.compiled
-                    and trim_pass_available(min_dist, labels))
-        corrected = False  # (whether the compiled pass corrected the sums)
-        if compiled:  # the same, in one call
+    def _pass(self, points, labels, min_dist, sample_weight, marked, sums=None, weight=None):
+        """The radius, the trimmed points, those that crossed the last radius (entered,
+        left), and whether ``sums`` and ``weight`` (a layer's, when given) were corrected
+        for them; ``marked`` gets the labels with -1 for the trimmed points. By the
+        compiled pass where it runs (the same, in one call), else by torch's ops."""
+        if (sample_weight is None and points.compiled
+                and trim_pass_available(min_dist, labels)):
             if self._scratch is None:
                 self._scratch = torch.empty_like(labels)
-            corrected = points.X.is_contiguous() and points.X.dtype == sums.dtype
+            corrected = (sums is not None and points.X.is_contiguous()
+                         and points.X.dtype == sums.dtype)
             radius, trimmed, entered, left = trim_pass(
                 min_dist, labels, self._groups(labels)[1], 1 - self.trim, self.cutoff,
                 None if self.cutoff is None else self.cutoff * _WIDEN, marked, self._scratch,
                 (points.X, points.shift, sums, weight) if corrected else None)
-        else:
-            marked, trimmed, radius, near = self._mark(labels, min_dist, sample_weight,
-                                                       out=marked)
-            # the layer summed the members within the last layer's radius (``cutoff``):
-            # correct by the few whose side changed, which lie near the radius (far
-            # outliers never entered the sums, so their magnitude costs no precision)
-            entered, left = self._crossed(labels, min_dist, radius, trimmed, near)
+            return radius, trimmed, entered, left, corrected
+        _, trimmed, radius, near = self._mark(labels, min_dist, sample_weight, out=marked)
+        entered, left = self._crossed(labels, min_dist, radius, trimmed, near)
+        return radius, trimmed, entered, left, False
+
+    def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
+                 runner):
+        # the layer summed the members within the last layer's radius (``cutoff``): correct
+        # by the few whose side changed, which lie near the radius (far outliers never
+        # entered the sums, so their magnitude costs no precision)
+        marked = self._spare(labels)
+        radius, trimmed, entered, left, corrected = self._pass(
+            points, labels, min_dist, sample_weight, marked, sums, weight)
         self.cutoff = radius
         most = len(entered) + len(left) > points.n // 2  # most changed sides: sum again
         w = None
@@ -219,8 +225,9 @@ class Trim:
         return _objective(min_dist.index_fill(0, trimmed, 0.0), sample_weight)
 
     def finalize(self, points, sample_weight, centers, labels, min_dist, *, runner):
-        marked, trimmed, *_ = self._mark(labels, min_dist, sample_weight)
-        self.thresholds = self._thresholds(labels, min_dist, trimmed)
+        marked = torch.empty_like(labels)
+        radius, trimmed, *_ = self._pass(points, labels, min_dist, sample_weight, marked)
+        self.thresholds = self._thresholds(labels, radius, trimmed)
         return centers, marked, self._objective(min_dist, sample_weight, trimmed)
 
 

@@ -105,3 +105,27 @@ def test_trim_pass_refuses_a_label_out_of_range(bad):
     with pytest.raises(IndexError):
         trim_pass(torch.ones(4), labels, 3, 0.9, None, None, torch.empty(4, dtype=torch.int64),
                   torch.empty(4, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("mode", ["global", "per_cluster"])
+def test_thresholds_are_the_farthest_kept_distance(weighted, mode):
+    # the fitted thresholds come from the radius: the distance of a kept point
+    g = torch.Generator().manual_seed(3)
+    n, k = 600, 4
+    labels = torch.randint(0, k - 1, (n,), generator=g)  # the last cluster stays empty
+    dist = torch.rand(n, generator=g, dtype=torch.float64) * 10
+    weight = None
+    if weighted:  # every point of cluster 1 weighs nothing: none of them is kept
+        weight = torch.rand(n, generator=g, dtype=torch.float64).masked_fill(labels == 1, 0)
+    update = _updates.Trim(k, 0.1, mode)
+    marked, trimmed, radius, _ = update._mark(labels, dist, weight)
+    got = update._thresholds(labels, radius, trimmed)
+    for j in range(k):
+        members = labels == j if mode == "per_cluster" else torch.ones(n, dtype=torch.bool)
+        kept = members & (marked >= 0)
+        if not (members & (marked < 0)).any():
+            want = torch.inf  # nothing trimmed: nothing flagged
+        else:
+            want = float(dist[kept].max()) if kept.any() else 0.0
+        assert float(got[j]) == want
