@@ -1,11 +1,10 @@
 """numba, where installed: the loader of the package's few compiled CPU loops.
 
-Each loop's module builds its functions with :func:`load` (through a
-:class:`CompiledLoops`), once per process: numba caches
-their machine code on disk; where it cannot (no writable directory) they are compiled in
-memory, and where they cannot be built at all the caller's torch path serves, with a
-warning. numba is an extra (``fast``), not a requirement: it supports a new Python some
-months after its release.
+Each loop's module builds its functions through a :class:`CompiledLoops` (by
+:func:`load`), once per process: numba caches their machine code on disk; where it cannot
+(no writable directory) they are compiled in memory, and where they cannot be built at all
+the caller's torch path serves, with a warning. numba is an extra (``fast``), not a
+requirement: it supports a new Python some months after its release.
 """
 
 import warnings

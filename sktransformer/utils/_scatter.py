@@ -30,7 +30,6 @@ COMPILED_MIN_ELEMENTS = 1 << 20
 _LOADED_MIN_ELEMENTS = 1 << 14
 
 
-
 def _build(numba, cache):
     """numba's loops, compiled (or loaded from numba's cache) for float32 and float64."""
 
