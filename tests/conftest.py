@@ -20,3 +20,23 @@ def jittered(X, scale=1e-6, seed=0):
     """X plus tiny noise: integer-valued data sets have exact distance ties, which each
     implementation breaks by its own rounding, so label-for-label comparisons need none."""
     return X + np.random.default_rng(seed).normal(scale=scale * (np.abs(X).max() + 1), size=X.shape)
+
+
+def fits_with_and_without(loops, make, dtype, monkeypatch):
+    """Two fits of ``make()`` on blobs with planted outliers: with a module's compiled loop
+    (``loops``, its ``CompiledLoops``), then without it, every fit counted large enough for
+    the compiled paths; asserts that the loop ran in the first fit only."""
+    import sktransformer.utils._scatter as scatter
+
+    monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(size=(3000, 4)), rng.normal(scale=30, size=(60, 4))])
+    calls, loop = [], loops.get()
+    monkeypatch.setattr(loops, "_loops", lambda *a: calls.append(1) or loop(*a))
+    fits = []
+    for enabled in (True, False):
+        monkeypatch.setattr(loops, "enabled", enabled)
+        fits.append(make().fit(X.astype(dtype)))
+        assert bool(calls) == enabled  # the loop ran, then not at all
+        calls.clear()
+    return fits

@@ -7,6 +7,8 @@ import torch
 from sktransformer.attention import group_sparsemax, group_sums
 from sktransformer.utils import _sparsemax, index_add_rows, sparsemax_sums
 
+from ..conftest import fits_with_and_without
+
 COMPILED = _sparsemax._LOOPS.get() is not None
 pytestmark = pytest.mark.skipif(not COMPILED,
                                 reason="numba is not installed: only torch's path exists")
@@ -48,23 +50,11 @@ def test_sparsemax_sums_are_torchs(dtype, start, ties):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_pass_gives_torchs_fit(dtype, monkeypatch):
-    import sktransformer.utils._scatter as scatter
     from sktransformer import RobustTransformerKMeans
 
-    monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
-    rng = np.random.default_rng(1)
-    X = np.concatenate([rng.normal(size=(3000, 4)), rng.normal(scale=30, size=(60, 4))])
-    X = X.astype(dtype)
-    calls = []
-    loop = _sparsemax._LOOPS.get()
-    monkeypatch.setattr(_sparsemax._LOOPS, "_loops", lambda *a: calls.append(1) or loop(*a))
-    fits = []
-    for enabled in (True, False):
-        monkeypatch.setattr(_sparsemax._LOOPS, "enabled", enabled)
-        fits.append(RobustTransformerKMeans(6, beta=1.0, n_init=1, max_iter=12, tol=0,
-                                            random_state=0, device="cpu").fit(X))
-        assert bool(calls) == enabled  # the loop ran, then not at all
-        calls.clear()
+    fits = fits_with_and_without(_sparsemax._LOOPS, lambda: RobustTransformerKMeans(
+        6, beta=1.0, n_init=1, max_iter=12, tol=0, random_state=0, device="cpu"), dtype,
+        monkeypatch)
     np.testing.assert_array_equal(fits[0].labels_, fits[1].labels_)
     np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_,
                                rtol=1e-5 if dtype == np.float32 else 1e-12)

@@ -10,6 +10,8 @@ import torch
 from sktransformer.cluster import _updates
 from sktransformer.utils import _trim, trim_pass, trim_pass_available
 
+from ..conftest import fits_with_and_without
+
 COMPILED = trim_pass_available(torch.zeros(1), torch.zeros(1, dtype=torch.int64))
 
 
@@ -76,24 +78,11 @@ def test_the_pass_and_torchs_path_are_their_definition(dtype, n_groups, cutoff_s
 @pytest.mark.parametrize("trimming", ["global", "per_cluster"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_compiled_pass_gives_torchs_fit(trimming, dtype, monkeypatch):
-    import sktransformer.utils._scatter as scatter
     from sktransformer import TrimmedTransformerKMeans
 
-    monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
-    rng = np.random.default_rng(1)
-    X = np.concatenate([rng.normal(size=(3000, 4)), rng.normal(scale=30, size=(60, 4))])
-    X = X.astype(dtype)
-    calls = []
-    loop = _trim._LOOPS.get()
-    monkeypatch.setattr(_trim._LOOPS, "_loops", lambda *a: calls.append(1) or loop(*a))
-    fits = []
-    for enabled in (True, False):
-        monkeypatch.setattr(_trim._LOOPS, "enabled", enabled)
-        fits.append(TrimmedTransformerKMeans(6, trim=0.1, trimming=trimming, n_init=1,
-                                             max_iter=12, tol=0, random_state=0,
-                                             device="cpu").fit(X))
-        assert bool(calls) == enabled  # the loop ran, then not at all
-        calls.clear()
+    fits = fits_with_and_without(_trim._LOOPS, lambda: TrimmedTransformerKMeans(
+        6, trim=0.1, trimming=trimming, n_init=1, max_iter=12, tol=0, random_state=0,
+        device="cpu"), dtype, monkeypatch)
     for name in ("cluster_centers_", "labels_", "thresholds_", "inertia_"):
         np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
 
