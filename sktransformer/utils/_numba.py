@@ -14,6 +14,13 @@ import torch
 DTYPES = (torch.float32, torch.float64)  # the loops are compiled for these
 
 
+def plain(*tensors):
+    """Whether the loops can take these tensors through numpy: contiguous CPU tensors
+    without gradient."""
+    return all(t.device.type == "cpu" and not t.requires_grad and t.is_contiguous()
+               for t in tensors)
+
+
 def load(build, what, instead):
     """``build(numba, cache)``'s functions, or None without numba (or where they cannot be
     built: then a warning names ``what`` was not built and what serves ``instead``)."""

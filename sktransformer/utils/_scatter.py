@@ -15,7 +15,7 @@ every layer is large (see ``COMPILED_MIN_ELEMENTS``).
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops
+from ._numba import DTYPES, CompiledLoops, plain
 
 # A fit uses the compiled loop from this many token elements (rows x width) a layer on
 # (30,000 points of 32 features): smaller fits never load numba. The loop saves about 8 ns
@@ -81,11 +81,6 @@ def use_compiled(n_elements):
     return n_elements >= _LOADED_MIN_ELEMENTS and _LOOPS.loaded
 
 
-def _plain(*tensors):
-    return all(t.device.type == "cpu" and not t.requires_grad and t.is_contiguous()
-               for t in tensors)
-
-
 def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
                    compiled=False, scratch=None):
     """``acc[index[i]] += weight[i] * (source[i] - shift)`` in place, for ``acc (k, w)``,
@@ -103,7 +98,7 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     extra = [t for t in (weight, shift, dist, radius) if t is not None]
     if (compiled and acc.dtype in DTYPES and index.dtype == torch.int64
             and all(t.dtype == acc.dtype for t in (source, *extra))
-            and _plain(acc, index, source, *extra) and compiled_available()):
+            and plain(acc, index, source, *extra) and compiled_available()):
         add_rows, add_weighted_rows = _LOOPS.get()
         none = acc.new_empty(0).numpy()
         limits = (none, none) if within is None else (dist.numpy(), radius.numpy())

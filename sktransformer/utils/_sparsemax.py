@@ -19,7 +19,7 @@ float64, and whole fits with the same labels).
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops
+from ._numba import DTYPES, CompiledLoops, plain
 
 
 def _build(numba, cache):
@@ -90,12 +90,10 @@ _LOOPS = CompiledLoops(_build, "numba's sparsemax pass", "torch's")
 
 def sparsemax_sums_available(dist, labels, x):
     """Whether :func:`sparsemax_sums` runs for these tensors: numba installed and the loop
-    enabled, CPU tensors without gradient, float32 or float64 distances and points of one
-    dtype, int64 labels, contiguous points. The first call loads the loop."""
-    return (all(t.device.type == "cpu" and not t.requires_grad for t in (dist, labels, x))
-            and dist.dtype in DTYPES and x.dtype == dist.dtype
-            and labels.dtype == torch.int64 and x.is_contiguous()
-            and _LOOPS.get() is not None)
+    enabled, contiguous CPU tensors without gradient, float32 or float64 distances and
+    points of one dtype, int64 labels. The first call loads the loop."""
+    return (plain(dist, labels, x) and dist.dtype in DTYPES and x.dtype == dist.dtype
+            and labels.dtype == torch.int64 and _LOOPS.get() is not None)
 
 
 def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support):

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops
+from ._numba import DTYPES, CompiledLoops, plain
 
 
 def _build(numba, cache):
@@ -150,10 +150,9 @@ _LOOPS = CompiledLoops(_build, "numba's trimming pass", "torch's")
 
 def trim_pass_available(dist, labels):
     """Whether :func:`trim_pass` runs for these tensors: numba installed and the loop
-    enabled, CPU tensors without gradient, float32 or float64 distances and int64
-    labels. The first call loads the loop."""
-    return (all(t.device.type == "cpu" and not t.requires_grad for t in (dist, labels))
-            and dist.dtype in DTYPES and labels.dtype == torch.int64
+    enabled, contiguous CPU tensors without gradient, float32 or float64 distances and
+    int64 labels. The first call loads the loop."""
+    return (plain(dist, labels) and dist.dtype in DTYPES and labels.dtype == torch.int64
             and _LOOPS.get() is not None)
 
 
