@@ -49,24 +49,22 @@ ITERS = 20
 PAUSE_S = 0.3  # before each timed fit: the last fit's spinning threads go to sleep
 
 
-def _steal_text(steal):
-    if steal.share is None:
-        return "CPU time taken by the hypervisor unknown"
-    return f"{100 * steal.share:.1f}% of the CPU time taken by the hypervisor (steal)"
-
-
-def interleaved(fits, repeats, seed=0):
+def interleaved(fits, repeats, label, seed=0):
     """Time each ``fits[name]()`` ``repeats`` times, each repeat in a new random order with
-    a pause before each fit; returns ``({name: [seconds]}, {name: last result})``."""
+    a pause before each fit, and print the hypervisor's share of the CPU time meanwhile
+    after ``label``; returns ``({name: [seconds]}, {name: last result})``."""
     order, times, results = random.Random(seed), {name: [] for name in fits}, {}
-    for _ in range(repeats):
-        names = list(fits)
-        order.shuffle(names)
-        for name in names:
-            time.sleep(PAUSE_S)
-            start = time.perf_counter()
-            results[name] = fits[name]()
-            times[name].append(time.perf_counter() - start)
+    with Steal() as steal:
+        for _ in range(repeats):
+            names = list(fits)
+            order.shuffle(names)
+            for name in names:
+                time.sleep(PAUSE_S)
+                start = time.perf_counter()
+                results[name] = fits[name]()
+                times[name].append(time.perf_counter() - start)
+    share = ("unknown" if steal.share is None else f"{100 * steal.share:.1f}%")
+    print(f"{label}: {share} of the CPU time taken by the hypervisor (steal)", flush=True)
     return times, results
 
 
@@ -151,10 +149,9 @@ def run_variants(configs, repeats):
         warm_up("sktransformer", X, init)
         for name in names:
             VARIANTS[name](X[:2000], init)  # warm up
-        with Steal() as steal:
-            times, layers = interleaved(
-                {name: (lambda name=name: VARIANTS[name](X, init)) for name in names}, repeats)
-        print(f"n={n} d={d} k={k}: {_steal_text(steal)}", flush=True)
+        times, layers = interleaved(
+            {name: (lambda name=name: VARIANTS[name](X, init)) for name in names}, repeats,
+            f"n={n} d={d} k={k}")
         hard = "TransformerKMeans (hard)"
         base = min(times[hard]) / layers[hard]
         for name in names:
@@ -264,10 +261,9 @@ def main(argv=None):
         X, init = make_data(n, d, k)
         for lib in libs:
             warm_up(lib, X, init)
-        with Steal() as steal:
-            times, fitted = interleaved(
-                {lib: (lambda lib=lib: LIBRARIES[lib](X, init)) for lib in libs}, args.repeats)
-        print(f"n={n} d={d} k={k}: {_steal_text(steal)}", flush=True)
+        times, fitted = interleaved(
+            {lib: (lambda lib=lib: LIBRARIES[lib](X, init)) for lib in libs}, args.repeats,
+            f"n={n} d={d} k={k}")
         for lib in libs:
             row = {"config": f"n={n} d={d} k={k}", "library": lib,
                    "time_s": min(times[lib]), "median_s": float(np.median(times[lib])),
