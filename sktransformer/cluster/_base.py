@@ -297,7 +297,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         with torch.inference_mode():
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             rows = _lloyd.layer_rows(n_samples, self.n_clusters,
-                                     0 if sp.issparse(X) else X.shape[1], self.batch_size)
+                                     0 if sp.issparse(X) else X.shape[1], self.batch_size,
+                                     device)
             if sp.issparse(X):
                 _, mean_var = mean_and_mean_variance(X)
                 points = point_tokens(X, device, rows=rows, attention=self._attention)
@@ -349,7 +350,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         device = resolve_device(self.device, fallback=True, data=X)
         centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
         rows = _lloyd.layer_rows(X.shape[0], self.n_clusters,
-                                 0 if sp.issparse(X) else X.shape[1], self.batch_size)
+                                 0 if sp.issparse(X) else X.shape[1], self.batch_size, device)
         points = point_tokens(X, device, rows=rows, attention=self._attention,
                               shift=centers.mean(0))
         return points, centers - points.shift

@@ -299,8 +299,8 @@ class _Fitter:
     def _cluster_candidates(self, candidates, weight, generator, tol):
         X = self._tensor(candidates)
         w = torch.as_tensor(weight).to(X.dtype)
-        points = _lloyd.PointTokens(X, rows=_lloyd.layer_rows(len(X), self.k, X.shape[1]),
-                                    attention=self.spec["attention"])
+        rows = _lloyd.layer_rows(len(X), self.k, X.shape[1], device=X.device)
+        points = _lloyd.PointTokens(X, rows=rows, attention=self.spec["attention"])
         trim = self.kind.get("trim", 0.0)
         best = None
         for _ in range(CANDIDATE_RESTARTS):

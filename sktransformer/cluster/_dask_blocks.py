@@ -36,7 +36,8 @@ def _worker_threads():
 def _tokens(X, spec, shift):
     device = resolve_device(spec["device"], fallback=True)
     Xt = to_tensor(X, device)
-    rows = _lloyd.layer_rows(Xt.shape[0], spec["n_clusters"], Xt.shape[1], spec["batch_size"])
+    rows = _lloyd.layer_rows(Xt.shape[0], spec["n_clusters"], Xt.shape[1], spec["batch_size"],
+                             device)
     return _lloyd.PointTokens(Xt, rows=rows, attention=spec["attention"],
                               shift=to_tensor(shift, device, dtype=Xt.dtype))
 

@@ -286,7 +286,8 @@ default="k-means++"
         return self
 
     def _tokens(self, Xt, shift):
-        rows = _lloyd.layer_rows(Xt.shape[0], self.n_clusters, Xt.shape[1], self.batch_size)
+        rows = _lloyd.layer_rows(Xt.shape[0], self.n_clusters, Xt.shape[1], self.batch_size,
+                                 Xt.device)
         return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
 
     def _is_soft(self):

@@ -35,15 +35,15 @@ from ..utils import (
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
 
 
-def layer_rows(n_samples, n_clusters, n_features=0, batch_size=None):
+def layer_rows(n_samples, n_clusters, n_features=0, batch_size=None, device=None):
     """Rows per chunk of a layer: ``batch_size`` when given, else so that both the
     ``(rows, n_clusters)`` score tile and the ``(rows, n_features + 2)`` token buffer (and
     each ``(rows, n_features)`` temporary) stay about the size :func:`chunk_rows` allows.
     ``n_features=0`` for sparse points, whose tokens are never dense. (By the tile alone, 2
     clusters of 500 features took chunks of 262,144 rows: 1.7 GB of buffers over 572 MB of
-    data.)"""
+    data.) ``device``: where the layer runs (larger tiles on a GPU)."""
     width = n_features + 2 if n_features else 0
-    return chunk_rows(n_samples, max(n_clusters, width), batch_size)
+    return chunk_rows(n_samples, max(n_clusters, width), batch_size, device=device)
 
 
 class PointTokens:

@@ -43,6 +43,15 @@ def test_chunks_cover_every_row_once():
     assert chunk_rows(10**7, 4096) * 4096 <= 2 * (1 << 19)
 
 
+def test_chunks_on_a_gpu_are_larger_and_still_bounded():
+    # (a torch.device("cuda") is only a name: no GPU is needed to choose its tile)
+    cpu = chunk_rows(10**7, 1024)
+    assert chunk_rows(10**7, 1024, device="cpu") == cpu
+    gpu = chunk_rows(10**7, 1024, device="cuda")
+    assert gpu >= 32 * cpu and gpu * 1024 <= 1 << 25
+    assert chunk_rows(10**7, 1024, batch_size=300, device="cuda") == 300
+
+
 def test_to_tensor_shares_memory_on_cpu_and_to_numpy_copies_back():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = to_tensor(a, "cpu")
