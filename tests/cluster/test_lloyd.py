@@ -57,37 +57,46 @@ def test_weighted_layer_matches_weighted_reference():
         np.testing.assert_allclose(centers, c_ref, rtol=1e-10)
 
 
+# the CPU's arg-max (the pool) and a GPU's (torch.max), both run here on the CPU
+ASSIGNS = pytest.mark.parametrize("assign", [
+    _lloyd.hard_assign, lambda scores, out=None: _lloyd._max_over_centers(scores, out)],
+    ids=["pool", "max"])
+
+
+@ASSIGNS
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_hard_assign_takes_the_first_of_tied_maxima(dtype):
+def test_hard_assign_takes_the_first_of_tied_maxima(assign, dtype):
     # a (k, m) tile: one column per point
     scores = torch.tensor([[1.0, 3.0, 3.0, 0.0], [5.0, 1.0, 5.0, 1.0], [0.0, 1.0, 2.0, 9.0]],
                           dtype=dtype).T.contiguous()
-    labels, best = _lloyd.hard_assign(scores)
+    labels, best = assign(scores)
     assert labels.tolist() == [1, 0, 3]
     assert best.tolist() == [3.0, 5.0, 9.0]
 
 
+@ASSIGNS
 @pytest.mark.parametrize("shape", [(37, 500), (1, 9), (300, 3)])
-def test_hard_assign_is_argmax_over_centers(shape):
+def test_hard_assign_is_argmax_over_centers(assign, shape):
     scores = torch.randn(*shape, dtype=torch.float64)
-    labels, best = _lloyd.hard_assign(scores)
+    labels, best = assign(scores)
     np.testing.assert_array_equal(labels.numpy(), scores.argmax(0).numpy())
     torch.testing.assert_close(best, scores.amax(0))
 
 
+@ASSIGNS
 @pytest.mark.parametrize("shape", [(37, 500), (1, 9), (300, 3)])
-def test_hard_assign_writes_into_the_buffers_it_is_given(shape):
+def test_hard_assign_writes_into_the_buffers_it_is_given(assign, shape):
     scores = torch.randn(*shape, dtype=torch.float64)
     m = shape[1]
-    labels, best = _lloyd.hard_assign(scores)
+    labels, best = assign(scores)
     flat = (torch.full((m + 4,), -1), torch.zeros(m + 4, dtype=torch.float64))
     out = (flat[0][2:m + 2], flat[1][2:m + 2])
-    assert _lloyd.hard_assign(scores, out=out) is out
+    assert assign(scores, out=out) is out
     assert torch.equal(out[0], labels) and torch.equal(out[1], best)
     assert flat[0][:2].eq(-1).all() and flat[0][m + 2:].eq(-1).all()  # nothing outside
     pooled = (torch.empty(1, m, 1, 1, dtype=torch.long),
               torch.empty(1, m, 1, 1, dtype=torch.float64))
-    _lloyd.hard_assign(scores, out=pooled)
+    assign(scores, out=pooled)
     assert torch.equal(pooled[0].flatten(), labels) and torch.equal(pooled[1].flatten(), best)
 
 
