@@ -44,7 +44,7 @@ from ..utils import (
     torch_dtype,
 )
 from . import _dask, _lloyd
-from ._init import kmeans_plusplus, random_rows
+from ._init import initial_generator, kmeans_plusplus, random_rows
 from ._sparse import mean_and_mean_variance, point_tokens
 
 COMMON_CONSTRAINTS = {
@@ -292,6 +292,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         init = self._check_init(X, random_state)
         device = resolve_device(self.device, data=X)
         generator = make_generator(self.random_state, device=device)
+        init_generator = initial_generator(generator, self.random_state)
         X = self._preprocess(X)
 
         with torch.inference_mode():
@@ -316,7 +317,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             for run in range(n_init):
                 if run > 0 and callable(self.init):
                     init = self._check_init(X, random_state)
-                centers, indices = self._initialize(points, init, generator, wt)
+                centers, indices = self._initialize(points, init, init_generator, wt)
                 update = self._make_update(indices, generator)
                 if self.verbose > 1:
                     logger.info("Initialization complete")

@@ -5,7 +5,17 @@ import math
 import torch
 
 from ..attention import group_quantile
+from ..utils import make_generator
 from ._lloyd import sq_distances
+
+
+def initial_generator(generator, random_state):
+    """The generator of the initial centers' draws: ``generator`` on the CPU, else a CPU
+    generator seeded from ``random_state``, so that a seed picks the same initial centers
+    on the CPU and on a GPU (whose generator draws another stream). The draws are a few
+    numbers per center (k-means++) or one permutation of the rows (random), made on the
+    CPU and moved."""
+    return generator if generator.device.type == "cpu" else make_generator(random_state)
 
 
 def _potential(dist, w, trim, weighted):

@@ -255,7 +255,9 @@ default="k-means++"
                     raise ValueError(f"The first batch has n_samples={X.shape[0]}; it should "
                                      f"be >= n_clusters={self.n_clusters}.")
                 init = self._check_init(X, check_random_state(self.random_state))
-                generator = make_generator(self.random_state, device=device)
+                # (the initial centers' draws, on the CPU wherever the data are: as the
+                # fit's, the same centers for a seed on any device)
+                generator = make_generator(self.random_state)
                 points = self._tokens(Xt, Xt.mean(0))
                 centers, _ = self._initialize(points, init, generator, wt)
                 self.cluster_centers_ = to_numpy(centers + points.shift)
