@@ -22,10 +22,10 @@ faiss's, torch's) keeps its threads spinning for a while after a parallel region
 fixed order a fit always ran on a machine its predecessor had left in the same state, which
 measurably favoured some (see docs/benchmarks.md). The script prints the share of the CPU
 time the hypervisor took during each configuration's timings (``steal``): on a shared
-virtual machine a run with much of it is noise. Peak memory is
-measured in a fresh child process per library: the rise in peak RSS during ``fit`` over
-the RSS once data and init exist. Data: uniform float32 in [0, 1)^d, initial centers = k
-distinct random rows, the same for all libraries.
+virtual machine a run with much of it is noise. Peak memory is measured in fresh child
+processes per library (5 by default; the median, and the maximum): the rise in peak RSS
+during ``fit`` over the RSS once data and init exist. Data: uniform float32 in [0, 1)^d,
+initial centers = k distinct random rows, the same for all libraries.
 
 Fairness: faiss runs with ``max_points_per_centroid`` large enough not to subsample and
 ``early_stop_threshold=-1`` so that it does all iterations; scikit-learn runs with
@@ -222,10 +222,20 @@ def memory_child(lib, config):
     print(json.dumps({"extra_peak_mb": _status_mb("VmHWM") - base, "data_mb": X.nbytes / 2**20}))
 
 
-def measure_memory(lib, config):
-    out = subprocess.run([sys.executable, __file__, "--memory-child", lib, str(config)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def measure_memory(lib, config, repeats):
+    """The fit's extra peak RSS in ``repeats`` fresh processes: the median, the minimum and
+    the maximum. One process is not enough: sktransformer's peak on the first configuration
+    moved between 8 and 16 MB from process to process, by glibc's dynamic mmap and trim
+    thresholds (the score tiles, fresh per chunk, reuse freed heap memory or not); with
+    ``MALLOC_TRIM_THRESHOLD_`` set, which fixes them, it was 7.5 MB in every process."""
+    peaks = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, __file__, "--memory-child", lib, str(config)],
+                             capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        peaks.append(row["extra_peak_mb"])
+    return {"extra_peak_mb": float(np.median(peaks)), "extra_peak_mb_min": min(peaks),
+            "extra_peak_mb_max": max(peaks), "data_mb": row["data_mb"]}
 
 
 def available(lib):
@@ -243,6 +253,8 @@ def main(argv=None):
                         help="configurations of the variants table (3 = 20000 x 32, k=16)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--memory-repeats", type=int, default=5,
+                        help="fresh processes per library for the peak memory (median)")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -275,7 +287,7 @@ def main(argv=None):
             row["paired_ratio_median"] = float(np.median(
                 np.array(times[lib]) / np.array(times["sklearn"])))
             if not args.no_memory:
-                row.update(measure_memory(lib, config))
+                row.update(measure_memory(lib, config, args.memory_repeats))
             results.append(row)
         name = f"n={n} d={d} k={k}"
         ref = next(r for r in results if r["config"] == name and r["library"] == "sklearn")
@@ -287,7 +299,8 @@ def main(argv=None):
                         r["extra_peak_mb"] / max(ref["extra_peak_mb"], 1e-9))
     header = ["config", "library", "time_s", "median_s", "time_ratio_vs_sklearn",
               "paired_ratio_median", "n_iter",
-              "inertia_ratio_vs_sklearn", "extra_peak_mb", "memory_ratio_vs_sklearn"]
+              "inertia_ratio_vs_sklearn", "extra_peak_mb", "extra_peak_mb_max",
+              "memory_ratio_vs_sklearn"]
     if results:
         print_table(results, header)
     variants = run_variants(args.variants, args.repeats) if args.variants else []
