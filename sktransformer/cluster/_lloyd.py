@@ -195,7 +195,7 @@ def hard_assign(scores, out=None):
     the worker threads call is a GIL round trip); returned as given.
     """
     k, m = scores.shape
-    if scores.device.type != "cpu":  # a GPU reduces over the first dimension, coalesced
+    if scores.device.type != "cpu":  # (the pool's reading is a CPU trick)
         return _max_over_centers(scores, out)
     image = scores.as_strided((1, m, 1, k), (m * k, 1, m * k, m))
     if out is None:

@@ -8,9 +8,9 @@ import torch
 # and 0.89 of their time with 1 MiB tiles (paired, in random order with pauses), their peak
 # memory still below scikit-learn's (docs/benchmarks.md)
 _TILE_ELEMENTS = 1 << 19
-# On a GPU a chunk costs a few kernel launches (5-10 us each) whatever its size, so the
-# tile is as large as memory comfortably allows: 128 MiB of float32 scores. (2 MiB tiles
-# would make a Lloyd iteration at n = 10^7, k = 1024 about 20,000 chunks of launches.)
+# On a GPU a chunk costs a few kernel launches whatever its size, so the tile is as large
+# as memory comfortably allows: 128 MiB of float32 scores. (An H200's Lloyd iteration at
+# n = 10^6, d = 128, k = 1024 took 0.599 s with 2 MiB tiles, 0.060 s with these.)
 _TILE_ELEMENTS_GPU = 1 << 25
 
 
