@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_check.py --out gpu_check.json
     python benchmarks/gpu_check.py --small --device cpu --out /tmp/check.json  # the script itself
+    python benchmarks/gpu_check.py --sections device,profile,tests --out short.json
 
 Sections (each one runs even when an earlier one failed; a failure is recorded with the end
 of its traceback):
@@ -25,7 +26,9 @@ of its traceback):
    gradient), kernel attention and softmax attention (SDPA); seconds (best of 3 after a
    warm-up) and peak device memory. A method is dropped at longer lengths once it fails.
 6. ``profile``: the top 15 operators by device time of a hard fit's 5 layers (n = 10^6,
-   d = 128, k = 1024), by torch's profiler.
+   d = 128, k = 1024, X a device tensor), by torch's profiler; the device time of all
+   operators against the wall time of the same fit unprofiled (``busy_fraction``: below 1,
+   the device waits on the host).
 7. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
    in ``OUT.suite.log``, the failures named in the JSON; at most 5 minutes.
 
@@ -43,6 +46,8 @@ import traceback
 
 import numpy as np
 import torch
+
+SECTIONS = ("device", "tests", "lloyd", "variants", "attention", "profile", "suite")
 
 
 def _sync(device):
@@ -75,20 +80,27 @@ def device_info(device, n):
     return info
 
 
-def cuda_tests(log_path):
-    """``pytest -k cuda``; the whole output goes to ``log_path``, its end to the JSON."""
+def cuda_tests(log_path, timeout_s=None):
+    """``pytest -k cuda``, one line per test (``-v``), so that a run cut at ``timeout_s``
+    still names what passed and failed; the whole output goes to ``log_path``."""
     import importlib.util
 
-    args = [sys.executable, "-m", "pytest", "-q", "-k", "cuda", "-p", "no:cacheprovider",
+    args = [sys.executable, "-m", "pytest", "-v", "-k", "cuda", "-p", "no:cacheprovider",
             "--tb=short", "-rfE"]
     if importlib.util.find_spec("pytest_timeout"):  # a hung CUDA case fails, not the check
-        args += ["--timeout", "300"]
-    out = subprocess.run(args, capture_output=True, text=True)
+        args += ["--timeout", "120"]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+        text, code = out.stdout + out.stderr, out.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = (exc.stdout or b"").decode(errors="replace"), "timeout"
     with open(log_path, "w") as f:
-        f.write(out.stdout + out.stderr)
-    lines = out.stdout.strip().splitlines()
-    return {"returncode": out.returncode, "summary": lines[-1] if lines else "",
-            "log": log_path, "tail": lines[-15:]}
+        f.write(text)
+    lines = text.strip().splitlines()
+    return {"returncode": code, "summary": lines[-1] if lines else "",
+            "passed": len(_tests_with(lines, "PASSED")),
+            "failed": _tests_with(lines, "FAILED", "ERROR"), "log": log_path,
+            "tail": lines[-15:]}
 
 
 def _per_layer(device, X, init, iters, estimator="TransformerKMeans", **params):
@@ -293,13 +305,22 @@ def layer_profile(device, n, d, k, layers=5):
         _sync(device)
 
     fit(2)
+    start = time.perf_counter()
+    fit(layers)
+    wall = time.perf_counter() - start  # unprofiled: what the operators' times add up to
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                            if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         fit(layers)
     key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events = sorted(prof.key_averages(), key=lambda e: getattr(e, key), reverse=True)
-    return {"n": n, "d": d, "k": k, "layers": layers, "top": [
+    # the device's own events (kernels, copies): an operator's self device time repeats its
+    # kernels'; on the CPU, operators' self times (summed over the threads that ran them)
+    own = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA] \
+        if device.type == "cuda" else events
+    busy = sum(getattr(e, key) for e in own) / 1e6
+    return {"n": n, "d": d, "k": k, "layers": layers, "fit_seconds": wall,
+            "busy_seconds": busy, "busy_fraction": busy / wall, "top": [
         {"name": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count,
          "cpu_ms": e.self_cpu_time_total / 1e3} for e in events[:15]]}
 
@@ -344,6 +365,12 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--small", action="store_true",
                         help="tiny sizes and no tests: to check the script itself")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help="comma-separated sections to run, in the order given "
+                             "(default: all)")
+    parser.add_argument("--tests-timeout", type=float, default=None,
+                        help="seconds after which the tests section is cut (its log "
+                             "still names what ran)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -352,7 +379,8 @@ def main(argv=None):
     result = {}
     sections = [
         ("device", lambda: device_info(device, 256 if small else 8192)),
-        ("tests", None if small else lambda: cuda_tests(args.out + ".pytest.log")),
+        ("tests", None if small else lambda: cuda_tests(args.out + ".pytest.log",
+                                                       args.tests_timeout)),
         ("lloyd", lambda: lloyd(device, *((2000, 8, 16, 2) if small
                                           else (10 ** 7, 128, 1024, 10)),
                                 result["device"]["matmul_tflops"],
@@ -365,7 +393,15 @@ def main(argv=None):
                                                     else (10 ** 6, 128, 1024)))),
         ("suite", None if small else lambda: whole_suite(args.out + ".suite.log")),
     ]
-    for name, run in sections:
+    sections = dict(sections)
+    wanted = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(wanted) - set(sections))
+    if unknown:
+        parser.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
+    if "lloyd" in wanted and "device" not in wanted:  # its floor needs the matmul rate
+        wanted.insert(0, "device")
+    for name in wanted:
+        run = sections[name]
         if run is None:
             continue
         try:

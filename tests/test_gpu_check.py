@@ -32,6 +32,7 @@ def test_gpu_check_runs_on_the_cpu_at_tiny_sizes(tmp_path):
     assert all("error" not in r and math.isfinite(r["ms_per_layer"]) for r in variants)
     top = result["profile"]["top"]
     assert top and all(e["ms"] >= 0 and e["calls"] > 0 for e in top)
+    assert result["profile"]["fit_seconds"] > 0 and result["profile"]["busy_seconds"] > 0
     methods = {(r["length"], r["method"]) for r in result["attention"] if "seconds" in r}
     assert methods == {(n, m) for n in (256, 512) for m in ("knn", "kernel", "sdpa")}
 
@@ -42,6 +43,19 @@ def test_gpu_check_without_cuda_says_how_to_check_the_script():
     run = subprocess.run([sys.executable, str(SCRIPT), "--out", "unused.json"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "--device cpu --small" in run.stderr
+
+
+def test_sections_run_in_the_order_given_and_unknown_ones_are_refused(tmp_path):
+    out = tmp_path / "check.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), "--small", "--device", "cpu", "--out",
+                          str(out), "--sections", "profile,device"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert list(json.loads(out.read_text())) == ["profile", "device"]
+    run = subprocess.run([sys.executable, str(SCRIPT), "--small", "--device", "cpu", "--out",
+                          str(out), "--sections", "device,bogus"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0 and "bogus" in run.stderr
 
 
 def test_the_whole_suite_section_names_failed_tests_with_and_without_xdist():

@@ -8,6 +8,7 @@ from sktransformer import RobustTransformerKMeans, TransformerKMeans
 
 onnxruntime = pytest.importorskip(
     "onnxruntime", reason="the [onnx] extra (skl2onnx, onnxruntime) is not installed")
+pytest.importorskip("skl2onnx", reason="the [onnx] extra (skl2onnx) is not installed")
 from sktransformer.onnx import to_onnx  # noqa: E402
 
 

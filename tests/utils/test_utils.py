@@ -93,11 +93,17 @@ def test_chunk_runner_workers_run_one_openmp_thread_each():
     # core), so a worker whose first op is a oneDNN or MKL product would run it on a team
     # of every core beside the other workers (oversubscribed)
     threadpoolctl = pytest.importorskip("threadpoolctl")
+    from pathlib import Path
+
     from sktransformer.utils import ChunkRunner
+
+    torch_dir = Path(torch.__file__).resolve().parent  # not "torch" in the path: a venv
+    # at /opt/torch/.venv holds every library's OpenMP under such a path
 
     def torch_openmp(lo, hi):  # the OpenMP library torch links, as this thread sees it
         return [i["num_threads"] for i in threadpoolctl.threadpool_info()
-                if i["internal_api"] == "openmp" and "torch" in i["filepath"]]
+                if i["internal_api"] == "openmp"
+                and torch_dir in Path(i["filepath"]).resolve().parents]
 
     if not torch_openmp(0, 0) or torch.get_num_threads() < 2:
         pytest.skip("torch without OpenMP, or one core: nothing to oversubscribe")
