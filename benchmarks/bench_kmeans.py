@@ -283,7 +283,8 @@ def main(argv=None):
     libs = [lib for lib in LIBRARIES if available(lib)]
     print(f"threads: torch {torch.get_num_threads()}, BLAS/OpenMP "
           f"{sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info()})}; "
-          f"BLAS kernels {blas_kernels()}")
+          f"BLAS kernels {blas_kernels()}; torch's CPU capability "
+          f"{torch.backends.cpu.get_cpu_capability()} (oneDNN's products need AVX512)")
     results = []
     for config in args.configs:
         n, d, k = CONFIGS[config]

@@ -23,7 +23,7 @@ from ._index import IVFIndex
 from ._knn import knn_attention, rao_blackwell, sample_keys, topk_keys
 from ._knn_grad import KNNAttention, knn_attention_grad
 from ._linear import POSITIVE_MAPS, kernel_attention, positive_features
-from ._matmul import matmul_nt
+from ._matmul import matmul_nt, uses_onednn
 from ._scores import SCORES, dot, get_score, neg_sq_euclidean
 from ._weights import WEIGHTS, get_weight, hardmax, linear, softmax, sparsemax
 
@@ -63,4 +63,5 @@ __all__ = [
     "softmax",
     "sparsemax",
     "topk_keys",
+    "uses_onednn",
 ]

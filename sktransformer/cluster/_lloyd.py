@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from ..attention import get_score, matmul_nt
+from ..attention import get_score, matmul_nt, uses_onednn
 from ..utils import (
     ChunkRunner,
     chunk_rows,
@@ -141,8 +141,11 @@ class PointTokens:
         # the reused tile: 0.86 at d = 32, k = 64; 0.88 at d = 16, k = 256; 0.67 at d = 128,
         # k = 32; but 1.18 at d = 8, k = 8, 1.03 at d = 2, k = 16, 0.94-1.02 at d = 32, k = 16)
         # oneDNN compiles a kernel for each new shape (about 1 ms, once per process): worth
-        # it for the chunks a fit repeats each layer, not for a small batch to predict
-        onednn = self.width * keys.shape[0] >= 1024
+        # it for the chunks a fit repeats each layer, not for a small batch to predict.
+        # Where matmul_nt does not send the product to oneDNN (no AVX-512, float64), the
+        # reused tile serves: a fresh tile per chunk from torch.matmul raised the first
+        # configuration's peak memory to 1.25x scikit-learn's on an AVX2 machine
+        onednn = self.width * keys.shape[0] >= 1024 and uses_onednn(keys, buffer)
         buffer_t = buffer.T  # (one transposed view for the full chunks)
         for sl in iter_chunks(stop, rows, start):
             tokens = self._build(sl, buffer)

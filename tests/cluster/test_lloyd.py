@@ -119,6 +119,22 @@ def test_layers_reuse_their_spans_buffers():
     torch.testing.assert_close(first, again)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_products_without_onednn_score_into_the_reused_tile(dtype, monkeypatch):
+    # a fresh tile per chunk from torch.matmul, where oneDNN does not take the product
+    # (no AVX-512, float64), raised a fit's peak memory and saved no time
+    from sktransformer.attention import _matmul
+
+    monkeypatch.setattr(_matmul, "_ENABLED", False)  # as on a CPU without AVX-512
+    X = torch.rand(1000, 40, dtype=dtype)
+    points = _lloyd.PointTokens(X, rows=300)
+    keys = points.keys(X[:64].clone())  # width x k = 42 x 64: oneDNN's size, were it on
+    chunks = [(sl, scores.data_ptr()) for sl, _, scores in points.chunks(keys, 0, points.n)]
+    _, tile = points._cache[0, 300, 64]
+    assert [sl.stop - sl.start for sl, _ in chunks] == [300, 300, 300, 100]
+    assert all(ptr == tile.data_ptr() for sl, ptr in chunks if sl.stop - sl.start == 300)
+
+
 @pytest.mark.parametrize("attention", ["euclidean", "dot", "cosine"])
 def test_sq_dist_in_place_is_the_distance(attention):
     g = torch.Generator().manual_seed(0)
