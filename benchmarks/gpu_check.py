@@ -47,8 +47,6 @@ import traceback
 import numpy as np
 import torch
 
-SECTIONS = ("device", "tests", "lloyd", "variants", "attention", "profile", "suite")
-
 
 def _sync(device):
     if device.type == "cuda":
@@ -80,17 +78,13 @@ def device_info(device, n):
     return info
 
 
-def cuda_tests(log_path, timeout_s=None):
-    """``pytest -k cuda``, one line per test (``-v``), so that a run cut at ``timeout_s``
-    still names what passed and failed; the whole output goes to ``log_path``."""
-    import importlib.util
-
-    args = [sys.executable, "-m", "pytest", "-v", "-k", "cuda", "-p", "no:cacheprovider",
-            "--tb=short", "-rfE"]
-    if importlib.util.find_spec("pytest_timeout"):  # a hung CUDA case fails, not the check
-        args += ["--timeout", "120"]
+def _pytest(args, log_path, timeout_s=None, env=None):
+    """Run pytest with ``args`` (``-v``: one line per test, so that a run cut at
+    ``timeout_s`` still names what passed and failed); the whole output goes to
+    ``log_path``, the outcome and the output's end to the JSON."""
+    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *args]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=env)
         text, code = out.stdout + out.stderr, out.returncode
     except subprocess.TimeoutExpired as exc:
         text, code = (exc.stdout or b"").decode(errors="replace"), "timeout"
@@ -101,6 +95,16 @@ def cuda_tests(log_path, timeout_s=None):
             "passed": len(_tests_with(lines, "PASSED")),
             "failed": _tests_with(lines, "FAILED", "ERROR"), "log": log_path,
             "tail": lines[-15:]}
+
+
+def cuda_tests(log_path, timeout_s=None):
+    """``pytest -k cuda``, cut at ``timeout_s``."""
+    import importlib.util
+
+    args = ["-k", "cuda", "--tb=short", "-rfE"]
+    if importlib.util.find_spec("pytest_timeout"):  # a hung CUDA case fails, not the check
+        args += ["--timeout", "120"]
+    return _pytest(args, log_path, timeout_s)
 
 
 def _per_layer(device, X, init, iters, estimator="TransformerKMeans", **params):
@@ -326,26 +330,12 @@ def layer_profile(device, n, d, k, layers=5):
 
 
 def whole_suite(log_path, timeout_s=300):
-    """The whole test suite on this machine, where estimators' ``device="auto"`` is the GPU:
-    one line per test (``-v``) in ``log_path``, so that the failures are named even when
-    the run is cut; in parallel when pytest-xdist is installed."""
+    """The whole test suite on this machine, where estimators' ``device="auto"`` is the GPU,
+    in parallel when pytest-xdist is installed."""
     import importlib.util
 
-    args = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=line"]
-    if importlib.util.find_spec("xdist"):
-        args += ["-n", "8"]
-    try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s,
-                             env={**os.environ, "OMP_NUM_THREADS": "2"})
-        text, code = out.stdout + out.stderr, out.returncode
-    except subprocess.TimeoutExpired as exc:
-        text, code = (exc.stdout or b"").decode(errors="replace"), "timeout"
-    with open(log_path, "w") as f:
-        f.write(text)
-    lines = text.splitlines()
-    return {"returncode": code, "passed": len(_tests_with(lines, "PASSED")),
-            "failed": _tests_with(lines, "FAILED", "ERROR"), "log": log_path,
-            "summary": lines[-1] if lines else ""}
+    args = ["--tb=line"] + (["-n", "8"] if importlib.util.find_spec("xdist") else [])
+    return _pytest(args, log_path, timeout_s, env={**os.environ, "OMP_NUM_THREADS": "2"})
 
 
 def _tests_with(lines, *outcomes):
@@ -365,9 +355,9 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--small", action="store_true",
                         help="tiny sizes and no tests: to check the script itself")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
+    parser.add_argument("--sections", default=None,
                         help="comma-separated sections to run, in the order given "
-                             "(default: all)")
+                             "(default: all, in the docstring's order)")
     parser.add_argument("--tests-timeout", type=float, default=None,
                         help="seconds after which the tests section is cut (its log "
                              "still names what ran)")
@@ -394,10 +384,11 @@ def main(argv=None):
         ("suite", None if small else lambda: whole_suite(args.out + ".suite.log")),
     ]
     sections = dict(sections)
-    wanted = [name.strip() for name in args.sections.split(",") if name.strip()]
+    wanted = (list(sections) if args.sections is None
+              else [name.strip() for name in args.sections.split(",") if name.strip()])
     unknown = sorted(set(wanted) - set(sections))
     if unknown:
-        parser.error(f"unknown sections {unknown}; choose from {list(SECTIONS)}")
+        parser.error(f"unknown sections {unknown}; choose from {list(sections)}")
     if "lloyd" in wanted and "device" not in wanted:  # its floor needs the matmul rate
         wanted.insert(0, "device")
     for name in wanted:
