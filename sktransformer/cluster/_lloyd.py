@@ -215,8 +215,9 @@ def _max_over_centers(scores, out):
     """:func:`hard_assign` by ``torch.max`` over the tile's first dimension (the first
     maximum on ties, as the pool), off the CPU: the pool's channels-last reading is a CPU
     trick, measured there, and ``max`` is the reduction every backend optimizes. (On an
-    H200 a Lloyd iteration with the pool ran at 1/11.7 of the matmul's rate; this path
-    has not run on a GPU yet: benchmarks/gpu_check.py's profile section will say.)"""
+    H200 a Lloyd iteration with the pool ran at 1/11.7 of the matmul's rate; with this,
+    at n = 10^6, k = 1024, the arg-max took 2.4 ms of a pass's 12 ms of kernels, reading
+    the tiles at 1.7 TB/s: docs/benchmarks.md, "The second GPU run".)"""
     if out is None:
         best, labels = scores.max(0)
         return labels, best
