@@ -243,7 +243,7 @@ def measure_memory(lib, config, repeats):
     """The fit's extra peak RSS in ``repeats`` fresh processes: the median, the minimum and
     the maximum. One process is not enough: sktransformer's peak on the first configuration
     moved between 8 and 16 MB from process to process, by glibc's dynamic mmap and trim
-    thresholds (the score tiles, fresh per chunk, reuse freed heap memory or not); with
+    thresholds (the score tiles oneDNN returns per chunk reuse freed heap memory or not); with
     ``MALLOC_TRIM_THRESHOLD_`` set, which fixes them, it was 7.5 MB in every process."""
     peaks = []
     for _ in range(repeats):
