@@ -263,3 +263,31 @@ def test_layer_rows_bound_the_token_buffer_as_well_as_the_score_tile():
     assert wide == chunk_rows(n, 502) and wide * 2 < chunk_rows(n, 2) // 100
     assert _lloyd.layer_rows(n, 2, 0) == chunk_rows(n, 2)  # sparse: no dense tokens
     assert _lloyd.layer_rows(n, 2, 500, batch_size=100_000) == 100_000  # given: kept
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_distance_sums_are_exact_to_rounding_for_clusters_far_from_the_origin(dtype):
+    # Two tight groups at +-1000: the data's mean (the points' shift) is near 0, so each
+    # group is far from the origin, where |a|^2 + |b|^2 - 2 a.b of uncentered points cancels
+    # 1e6 against differences of ~1 (in float32, errors of order 0.1 relative).
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(600, 3, generator=gen, dtype=torch.float64)
+    X[:300] += 1000.0
+    X[300:] -= 1000.0
+    labels = (torch.arange(600) >= 300).long()
+    w = torch.rand(600, generator=gen, dtype=torch.float64) + 0.5
+    X, w = X.to(dtype).double(), w.to(dtype).double()  # (the rounded input is the truth)
+    exact = torch.stack([(w[labels == labels[i]] * (X[labels == labels[i]] - X[i]).norm(dim=1)
+                          ).sum() for i in range(600)])
+    points = _lloyd.PointTokens(X.to(dtype), rows=64)
+    got = _lloyd.distance_sums(points, labels, 2, w.to(dtype))
+    rtol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(got.double(), exact, rtol=rtol, atol=0)
+
+
+def test_distance_sums_count_a_point_at_distance_zero_from_itself():
+    X = torch.tensor([[0.1, 0.2], [0.1, 0.2], [3.0, 4.0]], dtype=torch.float32) + 1e3
+    points = _lloyd.PointTokens(X, rows=1)
+    got = _lloyd.distance_sums(points, torch.zeros(3, dtype=torch.long), 1)
+    far = float(torch.tensor([2.9, 3.8]).norm())
+    torch.testing.assert_close(got, torch.tensor([far, far, 2 * far]), rtol=1e-5, atol=0)
