@@ -97,9 +97,13 @@ def _mean_and_mean_variance(X, rows, variance=True):
     return mean, float((var / X.shape[0]).mean())
 
 
-def _work(points, centers):
-    """Multiply-adds of one assignment pass (the layer's product), for the workers' rule."""
-    return points.n * points.width * centers.shape[0]
+def _runner(points, centers):
+    """The worker threads for passes over ``points`` against ``centers``: by the
+    multiply-adds of one pass (the layer's product), and whether oneDNN or MKL multiplies
+    (``utils._parallel``)."""
+    return ChunkRunner.for_device(centers.device, points.n, points.rows,
+                                  work=points.n * points.width * centers.shape[0],
+                                  onednn=points.onednn(points.keys(centers)))
 
 
 class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
@@ -321,8 +325,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                 update = self._make_update(indices, generator)
                 if self.verbose > 1:
                     logger.info("Initialization complete")
-                with ChunkRunner.for_device(device, n_samples, rows,
-                                            work=_work(points, centers)) as runner:
+                with _runner(points, centers) as runner:
                     result = self._run(points, wt, centers, update, self._tol(mean_var),
                                        runner)
                 if best is None or result[2] < best[0][2]:
@@ -359,15 +362,13 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _sq_distances(self, X):
         """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
         points, centers = self._prepare(X)
-        with ChunkRunner.for_device(centers.device, points.n, points.rows,
-                                    work=_work(points, centers)) as runner:
+        with _runner(points, centers) as runner:
             return _lloyd.sq_distances(points, centers, runner=runner)
 
     def _assign(self, X):
         """Labels and squared distances to the closest center, as tensors."""
         points, centers = self._prepare(X)
-        with ChunkRunner.for_device(centers.device, points.n, points.rows,
-                                    work=_work(points, centers)) as runner:
+        with _runner(points, centers) as runner:
             return _lloyd.assign(points, centers, runner=runner)
 
     @_dask.by_blocks(columns=False)

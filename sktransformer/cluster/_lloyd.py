@@ -126,6 +126,11 @@ class PointTokens:
         """Center tokens ``(k, D)`` for centers in the shifted coordinates."""
         return self.score.keys(centers)
 
+    def onednn(self, keys):
+        """Whether full chunks' products with the center tokens ``keys`` go to oneDNN
+        (see :meth:`chunks`)."""
+        return self.width * keys.shape[0] >= 1024 and uses_onednn(keys, keys)
+
     def chunks(self, keys, start, stop):
         """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
 
@@ -145,7 +150,7 @@ class PointTokens:
         # Where matmul_nt does not send the product to oneDNN (no AVX-512, float64), the
         # reused tile serves: a fresh tile per chunk from torch.matmul raised the first
         # configuration's peak memory to 1.25x scikit-learn's on an AVX2 machine
-        onednn = self.width * keys.shape[0] >= 1024 and uses_onednn(keys, buffer)
+        onednn = self.onednn(keys)
         buffer_t = buffer.T  # (one transposed view for the full chunks)
         for sl in iter_chunks(stop, rows, start):
             tokens = self._build(sl, buffer)

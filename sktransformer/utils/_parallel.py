@@ -17,8 +17,16 @@ import torch
 # 20,000 x 64, k = 128; 1.02 at 100,000 x 32, k = 64 (2.1e8 multiply-adds). Two workers
 # stay faster from 2^18 rows on (10^6 x 16, k = 16: 0.86 of one thread's time) and for
 # heavy products (100,000 x 128, k = 256: 0.91)
+# That rule was measured where oneDNN multiplies (AVX-512). Where MKL does (an AVX2
+# machine, float64), its own two threads scale poorly on the layer's short tiles ((64, 33) x
+# (33, 8192): 85 GFLOP/s on two torch threads, 103 in two workers of one thread each; (256,
+# 129) x (129, 2048): 67 against 159), and two workers pay from a quarter of the work: fit
+# times against the calling thread, paired, on an AVX2 machine, 0.75 at 100,000 x 32, k =
+# 64; 0.71 at 50,000 x 32, k = 64; 0.91 at 20,000 x 64, k = 128; but 1.16 at 20,000 x 32,
+# k = 16 (1.1e7 multiply-adds), which stays in the calling thread
 ROWS_PER_WORKER = 1 << 17
 WORK_PER_WORKER = 1 << 27
+MKL_WORK_PER_WORKER = 1 << 25
 
 
 class ChunkRunner:
@@ -42,19 +50,22 @@ class ChunkRunner:
         self._saved_threads = None
 
     @classmethod
-    def for_device(cls, device, n_samples, rows, *, work=None):
+    def for_device(cls, device, n_samples, rows, *, work=None, onednn=True):
         """One worker per torch thread on the CPU when there are chunks enough to share.
 
         ``work``, the multiply-adds of one pass over the rows: then each worker needs
-        ``ROWS_PER_WORKER`` rows or ``WORK_PER_WORKER`` multiply-adds; a pass too small
-        for two runs in the calling thread on torch's own threads, which measured faster.
+        ``ROWS_PER_WORKER`` rows or ``WORK_PER_WORKER`` multiply-adds
+        (``MKL_WORK_PER_WORKER`` where the pass's products are MKL's, ``onednn=False``); a
+        pass too small for two runs in the calling thread on torch's own threads, which
+        measured faster.
         """
         if torch.device(device).type != "cpu":
             return cls(1)
         n_workers = min(torch.get_num_threads(), -(-n_samples // rows))
         if work is not None:
+            per_worker = WORK_PER_WORKER if onednn else MKL_WORK_PER_WORKER
             n_workers = min(n_workers, max(1, n_samples // ROWS_PER_WORKER,
-                                           work // WORK_PER_WORKER))
+                                           work // per_worker))
         return cls(n_workers)
 
     def __enter__(self):

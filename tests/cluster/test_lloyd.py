@@ -291,3 +291,18 @@ def test_distance_sums_count_a_point_at_distance_zero_from_itself():
     got = _lloyd.distance_sums(points, torch.zeros(3, dtype=torch.long), 1)
     far = float(torch.tensor([2.9, 3.8]).norm())
     torch.testing.assert_close(got, torch.tensor([far, far, 2 * far]), rtol=1e-5, atol=0)
+
+
+def test_passes_of_mkl_products_share_among_workers_from_less_work(monkeypatch):
+    from sktransformer.cluster._base import _runner
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    X = torch.zeros(100_000, 32)  # the benchmark's first configuration: 2.1e8 multiply-adds
+    points = _lloyd.PointTokens(X, rows=8192)
+    centers = torch.zeros(64, 32)
+    for onednn, n_workers in ((True, 1), (False, 2)):
+        monkeypatch.setattr(_lloyd, "uses_onednn", lambda a, b, onednn=onednn: onednn)
+        assert points.onednn(points.keys(centers)) is onednn
+        assert _runner(points, centers).n_workers == n_workers
+    small = _lloyd.PointTokens(X[:20_000], rows=8192)  # 1.1e7: the calling thread
+    assert _runner(small, centers[:16]).n_workers == 1

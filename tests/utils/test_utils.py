@@ -301,9 +301,11 @@ def test_chunk_runner_gives_each_worker_enough_work(monkeypatch):
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
     rows, per_row = _parallel.ROWS_PER_WORKER, _parallel.WORK_PER_WORKER
+    mkl = _parallel.MKL_WORK_PER_WORKER
+    assert mkl < per_row
 
-    def workers(n, work=None, device="cpu"):
-        return ChunkRunner.for_device(device, n, 1024, work=work).n_workers
+    def workers(n, work=None, device="cpu", onednn=True):
+        return ChunkRunner.for_device(device, n, 1024, work=work, onednn=onednn).n_workers
 
     assert workers(20_000) == 4  # (no work given: one worker per thread, as chunks allow)
     assert workers(1500) == 2
@@ -311,4 +313,8 @@ def test_chunk_runner_gives_each_worker_enough_work(monkeypatch):
     assert workers(3 * rows, work=0) == 3  # enough rows for three
     assert workers(10 * rows, work=0) == 4
     assert workers(20_000, work=2 * per_row) == 2  # few rows, but a heavy pass
+    # MKL's products share worse on torch's threads: workers from less work
+    assert workers(20_000, work=2 * mkl) == 1
+    assert workers(20_000, work=2 * mkl, onednn=False) == 2
+    assert workers(20_000, work=mkl - 1, onednn=False) == 1
     assert workers(10 * rows, work=0, device="meta") == 1  # not the CPU
