@@ -6,7 +6,7 @@ scikit-learn-extra 0.3.0 (its last release) ships wheels built against numpy 1.x
 not import beside numpy 2, so run this in an environment where it imports, for example:
 
     python -m venv /tmp/skx && /tmp/skx/bin/pip install -c constraints.txt "numpy<2" \\
-        "scikit-learn==1.6.1" scipy torch && /tmp/skx/bin/pip install --no-deps \\
+        "scikit-learn==1.6.1" scipy torch tqdm && /tmp/skx/bin/pip install --no-deps \\
         scikit-learn-extra==0.3.0 && /tmp/skx/bin/pip install --no-deps -e .
     /tmp/skx/bin/python benchmarks/bench_kmedoids.py
 
