@@ -29,11 +29,14 @@ of its traceback):
    d = 128, k = 1024, X a device tensor), by torch's profiler; the device time of all
    operators against the wall time of the same fit unprofiled (``busy_fraction``: below 1,
    the device waits on the host).
-7. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
+7. ``variant_profiles``: ``profile`` for each variant of section 4 (n = 10^6, d = 32,
+   k = 64, 11 layers; the top 10 operators), with the host's waits on the device counted.
+8. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
    in ``OUT.suite.log``, the failures named in the JSON; at most 5 minutes.
 
 Sections 1 to 5 took 4 min 43 s on an H200 (2026-12-04; 2 of those minutes were one test
-that hung there and is now skipped where CUDA is); section 7 may take 5 minutes more.
+that hung there and is now skipped where CUDA is); ``device,lloyd,profile`` alone 75 s;
+section 8 may take 5 minutes more.
 """
 
 import argparse
@@ -292,25 +295,31 @@ def attention(device, lengths):
     return rows
 
 
-def layer_profile(device, n, d, k, layers=5):
-    """The operators that take a hard fit's time (``layers`` layers, after a warm-up fit),
-    by torch's profiler: the top 15 by device time (self), in ms, with their calls."""
+def layer_profile(device, n, d, k, layers=5, estimator="TransformerKMeans", top=15, **params):
+    """The operators that take a fit's time (``layers`` layers, after a warm-up fit; hard
+    ``TransformerKMeans`` unless ``estimator`` and ``params`` name a variant), by torch's
+    profiler: the top ``top`` by device time (self), in ms, with their calls; the host's
+    waits on the device (``cudaStreamSynchronize``, copies to the host) by count."""
     from torch.profiler import ProfilerActivity, profile
 
-    from sktransformer import TransformerKMeans
+    import sktransformer
 
     g = torch.Generator(device=device).manual_seed(0)
     X = torch.randn(n, d, generator=g, device=device)
     init = X[:k].cpu().numpy()
 
     def fit(max_iter):
-        TransformerKMeans(k, init=init, n_init=1, max_iter=max_iter, tol=0.0,
-                          device=str(device)).fit(X)
+        est = getattr(sktransformer, estimator)(k, init=init, n_init=1, max_iter=max_iter,
+                                                device=str(device), **params)
+        if "tol" in est.get_params():
+            est.set_params(tol=0.0)
+        est.fit(X)
         _sync(device)
+        return est
 
     fit(2)
     start = time.perf_counter()
-    fit(layers)
+    est = fit(layers)
     wall = time.perf_counter() - start  # unprofiled: what the operators' times add up to
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                            if device.type == "cuda" else [])
@@ -323,10 +332,28 @@ def layer_profile(device, n, d, k, layers=5):
     own = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA] \
         if device.type == "cuda" else events
     busy = sum(getattr(e, key) for e in own) / 1e6
-    return {"n": n, "d": d, "k": k, "layers": layers, "fit_seconds": wall,
-            "busy_seconds": busy, "busy_fraction": busy / wall, "top": [
+    waits = {e.key: e.count for e in events
+             if e.key in ("cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item",
+                          "aten::_local_scalar_dense") or "DtoH" in e.key}
+    return {"estimator": estimator, "params": params, "n": n, "d": d, "k": k,
+            "layers": layers, "n_iter": int(est.n_iter_), "fit_seconds": wall,
+            "busy_seconds": busy, "busy_fraction": busy / wall, "host_waits": waits, "top": [
         {"name": e.key, "ms": getattr(e, key) / 1e3, "calls": e.count,
-         "cpu_ms": e.self_cpu_time_total / 1e3} for e in events[:15]]}
+         "cpu_ms": e.self_cpu_time_total / 1e3} for e in events[:top]]}
+
+
+def variant_profiles(device, n, d, k, layers):
+    """:func:`layer_profile` of each variant of ``VARIANTS`` (uniform data would do as
+    well: the profile is of the operators), the top 10 operators each."""
+    rows = []
+    for name, (estimator, params) in VARIANTS.items():
+        try:
+            row = layer_profile(device, n, d, k, layers, estimator, top=10, **params)
+        except Exception as exc:  # recorded, not fatal: the other variants still run
+            row = {"error": repr(exc)[:300]}
+        rows.append({"variant": name, **row})
+        print(json.dumps(rows[-1])[:300], flush=True)
+    return rows
 
 
 def whole_suite(log_path, timeout_s=300):
@@ -381,6 +408,8 @@ def main(argv=None):
                                         else [4096, 16384, 65536, 262144])),
         ("profile", lambda: layer_profile(device, *((2000, 8, 16) if small
                                                     else (10 ** 6, 128, 1024)))),
+        ("variant_profiles", lambda: variant_profiles(device, *((2000, 8, 16, 3) if small
+                                                              else (10 ** 6, 32, 64, 11)))),
         ("suite", None if small else lambda: whole_suite(args.out + ".suite.log")),
     ]
     sections = dict(sections)

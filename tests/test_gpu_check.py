@@ -20,7 +20,8 @@ def test_gpu_check_runs_on_the_cpu_at_tiny_sizes(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
     # tests are skipped at --small
-    assert set(result) == {"device", "lloyd", "variants", "attention", "profile"}
+    assert set(result) == {"device", "lloyd", "variants", "attention", "profile",
+                           "variant_profiles"}
     assert result["device"]["matmul_tflops"] > 0
     lloyd = result["lloyd"]
     assert "error" not in lloyd and lloyd["n_iter"] == 1 + lloyd["iters"]
@@ -33,6 +34,9 @@ def test_gpu_check_runs_on_the_cpu_at_tiny_sizes(tmp_path):
     top = result["profile"]["top"]
     assert top and all(e["ms"] >= 0 and e["calls"] > 0 for e in top)
     assert result["profile"]["fit_seconds"] > 0 and result["profile"]["busy_seconds"] > 0
+    profiles = result["variant_profiles"]
+    assert [r["variant"] for r in profiles] == [r["variant"] for r in variants]
+    assert all("error" not in r and r["top"] and r["busy_seconds"] > 0 for r in profiles)
     methods = {(r["length"], r["method"]) for r in result["attention"] if "seconds" in r}
     assert methods == {(n, m) for n in (256, 512) for m in ("knn", "kernel", "sdpa")}
 
