@@ -135,8 +135,9 @@ def test_group_quantile_selection_equals_the_sorted_path(q, n_groups, values):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int64, torch.float16])
 @pytest.mark.parametrize("order", ["random", "sorted", "reversed", "ties", "constant"])
-def test_kth_smallest_is_kthvalue(order, dtype):
-    # numpy's selection on the CPU (float16: torch's own), the same value and dtype
+def test_kth_smallest_is_kthvalue(order, dtype, device):
+    # numpy's selection on the CPU (float16: torch's own), a sort on a GPU: the same value
+    # and dtype
     g = torch.Generator().manual_seed(0)
     n = 60_000
     values = torch.randn(n, generator=g, dtype=torch.float64) * 100
@@ -145,9 +146,9 @@ def test_kth_smallest_is_kthvalue(order, dtype):
               "ties": torch.randint(0, 5, (n,), generator=g).double(),
               "constant": torch.zeros(n, dtype=torch.float64)}[order].to(dtype)
     for rank in (1, 2, n // 10, n // 2, n - 1, n):
-        found = kth_smallest(values, rank)
-        assert found.dtype == dtype and found.shape == ()
-        assert found == torch.kthvalue(values, rank).values
+        found = kth_smallest(values.to(device), rank)
+        assert found.dtype == dtype and found.shape == () and found.device.type == device
+        assert found.cpu() == torch.kthvalue(values, rank).values
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
