@@ -18,11 +18,30 @@ import torch
 
 from ..utils import flatnonzero, greater
 
+_LANES = 32  # group_sums' partial sums per group on a GPU
+_LANES_MIN = 1 << 15  # ... from this many values on
+
+
+def _by_lanes(values):
+    """Whether :func:`group_sums` spreads each group over ``_LANES`` partial sums."""
+    return values.device.type == "cuda" and len(values) >= _LANES_MIN
+
 
 def group_sums(values, groups, n_groups):
     """Per group, the sum of ``values`` over its keys, shape (n_groups,), in ``values``'
     dtype: a ``scatter_add`` into zeros (``bincount`` with weights also scans ``groups``
-    for its minimum and maximum: twice the time on the CPU)."""
+    for its minimum and maximum: twice the time on the CPU).
+
+    On a GPU the atomic adds of a ``scatter_add`` into few groups queue on the same
+    addresses: key ``i`` adds into partial sum ``i % 32`` of its group instead, summed
+    after (10^6 values into 64 groups on an H200: 61 against 270 us in float64, 69
+    against 293 in float32; ``bincount`` with weights, 73-91, waits for its maximum).
+    """
+    if _by_lanes(values):
+        index = torch.arange(len(values), device=values.device).bitwise_and_(_LANES - 1)
+        index.add_(groups, alpha=_LANES)
+        partial = values.new_zeros(n_groups * _LANES).scatter_add_(0, index, values)
+        return partial.view(n_groups, _LANES).sum(1)
     return values.new_zeros(n_groups).scatter_add_(0, groups, values)
 
 

@@ -24,8 +24,13 @@ def _problem(seed=0, n=200, k=7):
     return scores, groups, k, weight
 
 
+@pytest.mark.parametrize("lanes", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_group_sums_are_the_sums_of_each_group(dtype):
+def test_group_sums_are_the_sums_of_each_group(dtype, lanes, monkeypatch):
+    # lanes: the GPU's path (partial sums per group), here on the CPU
+    import sktransformer.attention._grouped as grouped
+
+    monkeypatch.setattr(grouped, "_by_lanes", lambda values: lanes)
     scores, groups, k, weight = _problem(4)  # group 3 empty
     sums = group_sums(scores.to(dtype), groups, k)
     assert sums.dtype == dtype and sums.shape == (k,) and sums[3] == 0
