@@ -27,6 +27,24 @@ def _by_lanes(values):
     return values.device.type == "cuda" and len(values) >= _LANES_MIN
 
 
+def _lane_index(groups):
+    """``32 g_i + i % 32``: key ``i``'s partial result of its group ``g_i``."""
+    index = torch.arange(len(groups), device=groups.device).bitwise_and_(_LANES - 1)
+    return index.add_(groups, alpha=_LANES)
+
+
+def group_max(values, groups, n_groups):
+    """Per group, the largest of ``values`` (``-inf`` for an empty group), shape (n_groups,).
+
+    On a GPU by partial maxima, as :func:`group_sums` (10^6 values into 64 groups: one
+    ``scatter_reduce`` took 1.3 ms on an H200)."""
+    if _by_lanes(values):
+        partial = values.new_full((n_groups * _LANES,), -torch.inf)
+        partial.scatter_reduce_(0, _lane_index(groups), values, "amax")
+        return partial.view(n_groups, _LANES).amax(1)
+    return values.new_full((n_groups,), -torch.inf).scatter_reduce_(0, groups, values, "amax")
+
+
 def group_sums(values, groups, n_groups):
     """Per group, the sum of ``values`` over its keys, shape (n_groups,), in ``values``'
     dtype: a ``scatter_add`` into zeros (``bincount`` with weights also scans ``groups``
@@ -38,9 +56,8 @@ def group_sums(values, groups, n_groups):
     against 293 in float32; ``bincount`` with weights, 73-91, waits for its maximum).
     """
     if _by_lanes(values):
-        index = torch.arange(len(values), device=values.device).bitwise_and_(_LANES - 1)
-        index.add_(groups, alpha=_LANES)
-        partial = values.new_zeros(n_groups * _LANES).scatter_add_(0, index, values)
+        partial = values.new_zeros(n_groups * _LANES).scatter_add_(0, _lane_index(groups),
+                                                                   values)
         return partial.view(n_groups, _LANES).sum(1)
     return values.new_zeros(n_groups).scatter_add_(0, groups, values)
 
@@ -267,8 +284,7 @@ def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):
     ``rtol`` widens the tie to scores within ``rtol * |best|``, so that rounding does not
     decide between keys whose exact scores are equal.
     """
-    best = torch.full((n_groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
-    best.scatter_reduce_(0, groups, scores, "amax")
+    best = group_max(scores, groups, n_groups)
     index = torch.arange(scores.numel(), device=scores.device)
     top = scores >= best[groups]
     none = scores.numel()

@@ -95,7 +95,24 @@ def test_group_quantile_is_the_weighted_inverted_cdf(q):
         assert float(cut[j]) == valid.max()
 
 
-def test_group_argmax_ties_and_incumbent():
+@pytest.mark.parametrize("lanes", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_group_max_is_the_largest_of_each_group(dtype, lanes, monkeypatch):
+    import sktransformer.attention._grouped as grouped
+
+    monkeypatch.setattr(grouped, "_by_lanes", lambda values: lanes)
+    scores, groups, k, _ = _problem(4)  # group 3 empty
+    best = grouped.group_max(scores.to(dtype), groups, k)
+    assert best.dtype == dtype and best[3] == -torch.inf
+    for j in (0, 1, 2):
+        assert best[j] == scores.to(dtype)[groups == j].max()
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_group_argmax_ties_and_incumbent(lanes, monkeypatch):
+    import sktransformer.attention._grouped as grouped
+
+    monkeypatch.setattr(grouped, "_by_lanes", lambda values: lanes)
     scores = torch.tensor([1.0, 3.0, 3.0, 2.0, 5.0, 5.0])
     groups = torch.tensor([0, 0, 0, 1, 1, 1])
     assert group_argmax(scores, groups, 3).tolist() == [1, 4, -1]
