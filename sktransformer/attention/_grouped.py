@@ -16,21 +16,7 @@ import math
 import numpy as np
 import torch
 
-from ..utils import flatnonzero, greater
-
-_LANES = 32  # group_sums' partial sums per group on a GPU
-_LANES_MIN = 1 << 15  # ... from this many values on
-
-
-def _by_lanes(values):
-    """Whether :func:`group_sums` spreads each group over ``_LANES`` partial sums."""
-    return values.device.type == "cuda" and len(values) >= _LANES_MIN
-
-
-def _lane_index(groups):
-    """``32 g_i + i % 32``: key ``i``'s partial result of its group ``g_i``."""
-    index = torch.arange(len(groups), device=groups.device).bitwise_and_(_LANES - 1)
-    return index.add_(groups, alpha=_LANES)
+from ..utils import LANES, flatnonzero, greater, spread
 
 
 def group_max(values, groups, n_groups):
@@ -38,10 +24,11 @@ def group_max(values, groups, n_groups):
 
     On a GPU by partial maxima, as :func:`group_sums` (10^6 values into 64 groups: one
     ``scatter_reduce`` took 1.3 ms on an H200)."""
-    if _by_lanes(values):
-        partial = values.new_full((n_groups * _LANES,), -torch.inf)
-        partial.scatter_reduce_(0, _lane_index(groups), values, "amax")
-        return partial.view(n_groups, _LANES).amax(1)
+    lanes = spread(groups, n_groups)
+    if lanes is not None:
+        partial = values.new_full((n_groups * LANES,), -torch.inf)
+        partial.scatter_reduce_(0, lanes, values, "amax")
+        return partial.view(n_groups, LANES).amax(1)
     return values.new_full((n_groups,), -torch.inf).scatter_reduce_(0, groups, values, "amax")
 
 
@@ -55,10 +42,10 @@ def group_sums(values, groups, n_groups):
     after (10^6 values into 64 groups on an H200: 61 against 270 us in float64, 69
     against 293 in float32; ``bincount`` with weights, 73-91, waits for its maximum).
     """
-    if _by_lanes(values):
-        partial = values.new_zeros(n_groups * _LANES).scatter_add_(0, _lane_index(groups),
-                                                                   values)
-        return partial.view(n_groups, _LANES).sum(1)
+    lanes = spread(groups, n_groups)
+    if lanes is not None:
+        partial = values.new_zeros(n_groups * LANES).scatter_add_(0, lanes, values)
+        return partial.view(n_groups, LANES).sum(1)
     return values.new_zeros(n_groups).scatter_add_(0, groups, values)
 
 

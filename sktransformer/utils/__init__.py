@@ -24,8 +24,10 @@ from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
 from ._scatter import (
     COMPILED_MIN_ELEMENTS,
+    LANES,
     compiled_available,
     index_add_rows,
+    spread,
     use_compiled,
 )
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
@@ -34,6 +36,7 @@ from ._topk import merge_topk, topk_available
 from ._trim import trim_pass, trim_pass_available
 
 __all__ = [
+    "LANES",
     "ArrayAPISupport",
     "as_numpy",
     "as_tensor",
@@ -52,6 +55,7 @@ __all__ = [
     "greater",
     "HasMethods",
     "index_add_rows",
+    "spread",
     "Interval",
     "is_tensor",
     "iter_chunks",

@@ -30,6 +30,29 @@ COMPILED_MIN_ELEMENTS = 1 << 20
 _LOADED_MIN_ELEMENTS = 1 << 14
 
 
+# On a GPU the atomic adds into few rows (clusters) queue on the same addresses: row ``i``
+# adds into partial row ``i % LANES`` of its target instead, summed after (10^6 values into
+# 64 groups on an H200: 61 against 270 us in float64), from ``_LANES_MIN`` rows on and
+# while the partial rows are fewer than the source's
+LANES = 32
+_LANES_MIN = 1 << 15
+
+
+def _contends(index, n_targets):
+    n = len(index)
+    return index.device.type == "cuda" and n >= _LANES_MIN and n_targets * LANES <= n
+
+
+def spread(index, n_targets):
+    """``LANES * index_i + i % LANES`` where the adds of ``index`` into ``n_targets`` targets
+    would contend on a GPU (then the targets are ``n_targets * LANES`` partial ones, to sum
+    by lanes), else None."""
+    if not _contends(index, n_targets):
+        return None
+    lane = torch.arange(len(index), device=index.device).bitwise_and_(LANES - 1)
+    return lane.add_(index, alpha=LANES)
+
+
 def _build(numba, cache):
     """numba's loops, compiled (or loaded from numba's cache) for float32 and float64."""
 
@@ -115,4 +138,8 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     if weight is not None:
         source = (source * weight.unsqueeze(1) if shift is None
                   else torch.sub(source, shift, out=scratch).mul_(weight.unsqueeze(1)))
+    lanes = spread(index, acc.shape[0])
+    if lanes is not None:
+        partial = acc.new_zeros(acc.shape[0] * LANES, acc.shape[1]).index_add_(0, lanes, source)
+        return acc.add_(partial.view(acc.shape[0], LANES, acc.shape[1]).sum(1))
     return acc.index_add_(0, index, source)

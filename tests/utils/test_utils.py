@@ -175,6 +175,40 @@ def test_index_add_rows_compiled_is_index_add_to_the_bit(dtype, weighted):
         assert torch.equal(acc, expected)  # the same operations in the same order
 
 
+@pytest.mark.parametrize("within", [False, True])
+def test_index_add_rows_by_partial_rows_is_index_add(within, monkeypatch):
+    # the GPU's path (each target spread over LANES partial rows), here on the CPU
+    import sktransformer.utils._scatter as scatter
+
+    g = torch.Generator().manual_seed(0)
+    source = torch.randn(5000, 17, generator=g, dtype=torch.float64)
+    index = torch.randint(0, 9, (5000,), generator=g)
+    weight = torch.rand(5000, generator=g, dtype=torch.float64)
+    limits = None
+    if within:  # (trimming's radius: the points beyond it go to the last row)
+        limits = (torch.rand(5000, generator=g, dtype=torch.float64), torch.full((1,), 0.5))
+    expected = index_add_rows(torch.zeros(10, 17, dtype=torch.float64), index, source,
+                              weight, within=limits)
+    monkeypatch.setattr(scatter, "_contends", lambda index, n_targets: True)
+    assert scatter.spread(index, 10) is not None
+    acc = torch.zeros(10, 17, dtype=torch.float64)
+    assert index_add_rows(acc, index, source, weight, within=limits) is acc
+    torch.testing.assert_close(acc, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_spread_only_where_adds_contend_on_a_gpu():
+    from sktransformer.utils import LANES, spread
+
+    assert spread(torch.zeros(1 << 16, dtype=torch.long), 9) is None  # (the CPU)
+    if torch.cuda.is_available():
+        index = torch.randint(0, 9, (1 << 16,), device="cuda")
+        lanes = spread(index, 9)
+        assert torch.equal(lanes // LANES, index)
+        assert torch.equal(lanes % LANES, torch.arange(1 << 16, device="cuda") % LANES)
+        assert spread(index, (1 << 16) // LANES + 1) is None  # (more partial rows than adds)
+        assert spread(index[:1000], 9) is None
+
+
 def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
     import sktransformer.utils._scatter as scatter
 
