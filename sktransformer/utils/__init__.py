@@ -36,7 +36,6 @@ from ._topk import merge_topk, topk_available
 from ._trim import trim_pass, trim_pass_available
 
 __all__ = [
-    "LANES",
     "ArrayAPISupport",
     "as_numpy",
     "as_tensor",
@@ -55,10 +54,10 @@ __all__ = [
     "greater",
     "HasMethods",
     "index_add_rows",
-    "spread",
     "Interval",
     "is_tensor",
     "iter_chunks",
+    "LANES",
     "logger",
     "logs_verbosely",
     "make_generator",
@@ -70,6 +69,7 @@ __all__ = [
     "sample_stride",
     "sparsemax_sums",
     "sparsemax_sums_available",
+    "spread",
     "squared_scale_error",
     "StrOptions",
     "to_numpy",

@@ -31,9 +31,10 @@ _LOADED_MIN_ELEMENTS = 1 << 14
 
 
 # On a GPU the atomic adds into few rows (clusters) queue on the same addresses: row ``i``
-# adds into partial row ``i % LANES`` of its target instead, summed after (10^6 values into
-# 64 groups on an H200: 61 against 270 us in float64), from ``_LANES_MIN`` rows on and
-# while the partial rows are fewer than the source's
+# adds into partial row ``i % LANES`` of its target instead, summed after, from
+# ``_LANES_MIN`` rows on and while the partial rows are fewer than the source's. On an
+# H200: 10^6 values into 64 groups by scatter_add 61 against 270 us (float64), 69 against
+# 293 (float32); the layer's index_add_ of 500,000 x 33 rows into 65, 0.11 against 0.20 ms
 LANES = 32
 _LANES_MIN = 1 << 15
 
