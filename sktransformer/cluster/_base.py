@@ -332,7 +332,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                     best = result, update
             (centers, labels, inertia, n_iter), update = best
             self.cluster_centers_ = to_numpy(centers + points.shift)
-            self.labels_ = to_numpy(labels).astype(np.int32)
+            self.labels_ = to_numpy(labels.to(torch.int32))  # (half the copy off a GPU)
             self._store(update, points)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
