@@ -110,18 +110,24 @@ def cuda_tests(log_path, timeout_s=None):
     return _pytest(args, log_path, timeout_s)
 
 
+def _estimator(name, init, max_iter, device, **params):
+    """``sktransformer.<name>`` from the centers ``init``, one initialization, ``max_iter``
+    layers, none stopped early by ``tol``."""
+    import sktransformer
+
+    est = getattr(sktransformer, name)(len(init), init=init, n_init=1, max_iter=max_iter,
+                                       device=str(device), random_state=0, **params)
+    if "tol" in est.get_params():
+        est.set_params(tol=0.0)
+    return est
+
+
 def _per_layer(device, X, init, iters, estimator="TransformerKMeans", **params):
     """Seconds per layer (Lloyd iteration), from the difference of fits of 1 and
     ``1 + iters`` layers (best of 3 each, after a warm-up), the peak device memory, and the
     longer fit."""
-    import sktransformer
-
     def fit(max_iter):
-        est = getattr(sktransformer, estimator)(len(init), init=init, n_init=1,
-                                                max_iter=max_iter, device=str(device),
-                                                random_state=0, **params)
-        if "tol" in est.get_params():
-            est.set_params(tol=0.0)
+        est = _estimator(estimator, init, max_iter, device, **params)
         start = time.perf_counter()
         est.fit(X)
         _sync(device)
@@ -302,17 +308,12 @@ def layer_profile(device, n, d, k, layers=5, estimator="TransformerKMeans", top=
     waits on the device (``cudaStreamSynchronize``, copies to the host) by count."""
     from torch.profiler import ProfilerActivity, profile
 
-    import sktransformer
-
     g = torch.Generator(device=device).manual_seed(0)
     X = torch.randn(n, d, generator=g, device=device)
     init = X[:k].cpu().numpy()
 
     def fit(max_iter):
-        est = getattr(sktransformer, estimator)(k, init=init, n_init=1, max_iter=max_iter,
-                                                device=str(device), **params)
-        if "tol" in est.get_params():
-            est.set_params(tol=0.0)
+        est = _estimator(estimator, init, max_iter, device, **params)
         est.fit(X)
         _sync(device)
         return est

@@ -450,30 +450,19 @@ def add_rows(points, sums, labels, index, sample_weight=None, *, alpha=1):
         sums.index_add_(0, labels[rows], values, alpha=alpha)
 
 
-_OWN_ELEMENTS = 1 << 18  # sq_dist_to_own's chunk: two buffers of 1 MiB in float32
-
-
-def _own_rows(points):
-    """:func:`sq_dist_to_own`'s rows a chunk: cache-sized on the CPU, the layer's on other
-    devices (where each chunk is a few kernel launches: 2^18 values a chunk made 122 chunks
-    of 10^6 x 32 points on a GPU)."""
-    if points.device.type == "cpu":
-        return _OWN_ELEMENTS // max(1, points.d)
-    return points.rows
-
-
 def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     """``||x_i - shift - vectors[labels_i]||^2`` for every point, shape (n_samples,).
 
-    By differences (a point's distance to itself is exactly 0), in chunks (of
-    ``_OWN_ELEMENTS`` values on the CPU) through two reused buffers: on the CPU, fresh
-    temporaries per chunk of the layer's rows took about twice as long (1.1 against 0.6 ms
-    at 20,000 x 32, k = 16; 6.7 against 2.9 at 100,000 x 32; 41 against 19 at 200,000 x
-    128)."""
+    By differences (a point's distance to itself is exactly 0), through two reused
+    ``(rows, d)`` buffers that together make a :func:`chunk_rows` tile (cache-sized on the
+    CPU, where fresh temporaries per chunk of the layer's rows took about twice as long:
+    1.1 against 0.6 ms at 20,000 x 32, k = 16; 6.7 against 2.9 at 100,000 x 32; 41 against
+    19 at 200,000 x 128. On a GPU, 2 MiB chunks made 122 chunks of 10^6 x 32 points, each
+    a few kernel launches)."""
     out = points.new_empty(points.n)
 
     def span(start, stop):
-        rows = max(1, min(_own_rows(points), stop - start))
+        rows = chunk_rows(stop - start, 2 * points.d, device=points.device)
         diff, own = points.new_empty(rows, points.d), points.new_empty(rows, points.d)
         for sl in iter_chunks(stop, rows, start):
             m = sl.stop - sl.start
