@@ -23,16 +23,22 @@ def jittered(X, scale=1e-6, seed=0):
 
 
 def fits_with_and_without(loops, make, dtype, monkeypatch):
-    """Two fits of ``make()`` on blobs with planted outliers: with a module's compiled loop
-    (``loops``, its ``CompiledLoops``), then without it, every fit counted large enough for
-    the compiled paths; asserts that the loop ran in the first fit only."""
+    """Two fits of ``make()`` on blobs with planted outliers: with a module's compiled loops
+    (``loops``, its ``CompiledLoops``: one function or a tuple), then without them, every
+    fit counted large enough for the compiled paths; asserts that the loops ran in the
+    first fit only."""
     import sktransformer.utils._scatter as scatter
 
     monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
     rng = np.random.default_rng(1)
     X = np.concatenate([rng.normal(size=(3000, 4)), rng.normal(scale=30, size=(60, 4))])
     calls, loop = [], loops.get()
-    monkeypatch.setattr(loops, "_loops", lambda *a: calls.append(1) or loop(*a))
+
+    def counted(fn):
+        return lambda *a: calls.append(1) or fn(*a)
+
+    monkeypatch.setattr(loops, "_loops", tuple(map(counted, loop)) if isinstance(loop, tuple)
+                        else counted(loop))
     fits = []
     for enabled in (True, False):
         monkeypatch.setattr(loops, "enabled", enabled)

@@ -280,7 +280,7 @@ class Sparsemax:
                 self._support = torch.empty_like(min_dist, dtype=torch.bool)
             sums, weight, self.tau = sparsemax_sums(
                 min_dist, labels, self.n_clusters, scale, self.tau, points.X, points.shift,
-                self._support)
+                self._support, runner=runner)
         else:
             if self._scores is None:  # (kept across layers: fresh memory costs page faults)
                 self._scores = min_dist.new_empty(len(min_dist), dtype=torch.float64)

@@ -1,15 +1,18 @@
-"""Robust k-means' center update in one compiled pass: grouped sparsemax, then its sums.
+"""Robust k-means' center update in compiled passes: grouped sparsemax, then its sums.
 
 The update gives each point the weight ``p_i = (s_i - tau_j)+``, ``s_i = -a d_i`` (``d_i``
 its squared distance to its center ``j``), with each cluster's ``tau_j`` such that its
 weights sum to 1, and moves the center to ``sum_i p_i (x_i - shift)``. torch's path
 (``cluster._updates.Sparsemax``) finds ``tau`` by Michelot's passes
 (:func:`~sktransformer.attention.group_sparsemax`), writes ``p``, then sums it and the
-weighted points in a second pass over X. The loop here runs the same Michelot passes over
-the distances alone, then one pass over X that computes each ``p_i`` as it adds it. In a
-loop of layers at 100,000 x 32, k = 64 (the layer: about 4 ms) the update took 1.7 ms
-against torch's 2.4; at 20,000 x 32, k = 16, 0.22 against 0.36 (medians). Most of what is
-left at the larger size is the read of X, from memory.
+weighted points in a second pass over X. The loops here run the same Michelot passes over
+the distances alone, then one pass over X that computes each ``p_i`` as it adds it, shared
+among the layer's worker threads. In a loop of layers at 100,000 x 32, k = 64 (the layer:
+about 4 ms) the update took 1.7 ms against torch's 2.4; at 20,000 x 32, k = 16, 0.22
+against 0.36 (medians). With the passes over the distances branch-free (a mispredicted
+branch a point cost more than their arithmetic) and the pass over X on two workers, 1.6-1.7
+against 2.0-2.8 ms at the larger size (the minima of 60 calls, in three pairs of
+interleaved processes).
 
 It sums ``tau``'s terms in another order than torch's ``scatter_add``, so ``tau`` may
 differ in its last bits (tested: the sums within 1e-7 relative in float32, 1e-12 in
@@ -20,53 +23,50 @@ import numpy as np
 import torch
 
 from ._numba import DTYPES, CompiledLoops, plain
+from ._parallel import ChunkRunner
 
 
 def _build(numba, cache):
-    """numba's pass, compiled (or loaded from numba's cache) for float32 and float64."""
+    """numba's two passes, compiled (or loaded from numba's cache) for float32 and float64.
+    (Neither calls the other: a compiled function that calls another misses numba's cache
+    in every process.)"""
 
     @numba.njit(nogil=True, cache=cache, boundscheck=False)
-    def sparsemax_sums(dist, labels, n_groups, scale, start, support, x, shift, sums,
-                       weight):
-        n = dist.shape[0]
-        count = np.zeros(n_groups, np.float64)  # the support's size and score sum, per group
-        total = np.zeros(n_groups, np.float64)
-        for i in range(n):
+    def support_pass(dist, labels, n_groups, scale, bound, mode, support, count, total):
+        """One pass of the support: ``mode`` 0 starts it, the points scoring above
+        ``bound`` (a guess of tau, or -inf); 1 keeps the points above ``bound`` (tau), 2
+        those of the support above it. Adds the changes' counts and scores into ``count``
+        and ``total``; returns whether any point changed side."""
+        changed = False
+        restricted = mode == 2
+        for i in range(dist.shape[0]):
             g = labels[i]
             if g < 0 or g >= n_groups:  # (bounds unchecked but this one)
                 raise IndexError("label out of range")
             s = dist[i] * scale
-            inside = start.shape[0] == 0 or s > start[g]
-            support[i] = inside
-            count[g] += inside
-            total[g] += s if inside else 0.0
-        # Michelot's passes: from a support that contains the answer's (any from the
-        # first pass on; the guess's only on the first), keep the keys above tau
-        tau = np.empty(n_groups, np.float64)
-        first = start.shape[0] > 0
-        while True:
-            for j in range(n_groups):
-                tau[j] = (total[j] - 1.0) / max(count[j], 1e-300)
-            changed = False
-            for i in range(n):
-                g = labels[i]
-                s = dist[i] * scale
-                kept = s > tau[g]
-                if not first:
-                    kept = kept and support[i]
-                if kept != support[i]:
-                    changed = True
-                    sign = 1.0 if kept else -1.0
-                    count[g] += sign
-                    total[g] += sign * s
-                    support[i] = kept
-            first = False
-            if not changed:
-                break
-        # the weights, and the weighted points' sums, in one pass over X (each weight
-        # rounded to X's dtype first, as torch's path does)
+            # (bitwise, not short-circuit: a mispredicted branch a point cost more than the
+            # pass's arithmetic)
+            above = s > bound[g]
+            if mode == 0:
+                support[i] = above
+                count[g] += above
+                total[g] += s if above else 0.0
+                continue
+            kept = above & (support[i] | (not restricted))
+            if kept != support[i]:
+                changed = True
+                sign = 1.0 if kept else -1.0
+                count[g] += sign
+                total[g] += sign * s
+                support[i] = kept
+        return changed
+
+    @numba.njit(nogil=True, cache=cache, boundscheck=False)
+    def value_pass(dist, labels, scale, tau, x, shift, sums, weight):
+        """The weights and the weighted points' sums, in one pass over X (each weight
+        rounded to X's dtype first, as torch's path does)."""
         rounded = np.empty(1, x.dtype)
-        for i in range(n):
+        for i in range(dist.shape[0]):
             g = labels[i]
             p = max(dist[i] * scale - tau[g], 0.0)
             weight[g] += p
@@ -74,18 +74,18 @@ def _build(numba, cache):
             w = rounded[0]
             for c in range(x.shape[1]):
                 sums[g, c] += w * (x[i, c] - shift[c])
-        return tau
 
-    for dtype in (np.float32, np.float64):  # compiled (or loaded) here, both at once
-        one, labels = np.ones(1, dtype), np.zeros(1, np.int64)
-        for start in (np.zeros(0), np.zeros(1)):
-            sparsemax_sums(one, labels, 1, -1.0, start, np.zeros(1, np.bool_),
-                           np.zeros((1, 1), dtype), one, np.zeros((1, 1), dtype),
-                           np.zeros(1))
-    return sparsemax_sums
+    for dtype in (np.float32, np.float64):  # compiled (or loaded) here, all at once
+        one, labels, zero = np.ones(1, dtype), np.zeros(1, np.int64), np.zeros(1)
+        support_pass(one, labels, 1, -1.0, zero, 0, np.zeros(1, np.bool_), zero.copy(),
+                     zero.copy())
+        value_pass(one, labels, -1.0, zero, np.zeros((1, 1), dtype), one,
+                   np.zeros((1, 1), dtype), zero.copy())
+    return support_pass, value_pass
 
 
-_LOOPS = CompiledLoops(_build, "numba's sparsemax pass", "torch's")
+_LOOPS = CompiledLoops(_build, "numba's sparsemax passes", "torch's")
+_SERIAL = ChunkRunner(1)
 
 
 def sparsemax_sums_available(dist, labels, x):
@@ -96,7 +96,8 @@ def sparsemax_sums_available(dist, labels, x):
             and labels.dtype == torch.int64 and _LOOPS.get() is not None)
 
 
-def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support):
+def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support, *,
+                   runner=_SERIAL):
     """Robust k-means' center update: per group the sparsemax weights of the scores
     ``scale * dist`` (``scale < 0``), and the weighted sums of the points.
 
@@ -125,11 +126,35 @@ def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support):
     tau : Tensor of shape (n_groups,), float64
         The thresholds.
     """
-    sums = x.new_zeros(n_groups, x.shape[1])
-    weight = torch.zeros(n_groups, dtype=torch.float64)
-    start = torch.zeros(0, dtype=torch.float64) if start is None else start
-    tau = _LOOPS.get()(dist.contiguous().numpy(), labels.contiguous().numpy(), n_groups,
-                       float(scale), start.to(torch.float64).contiguous().numpy(),
-                       support.numpy(), x.numpy(), shift.contiguous().numpy(), sums.numpy(),
-                       weight.numpy())
-    return sums, weight.to(x.dtype), torch.from_numpy(tau)
+    support_pass, value_pass = _LOOPS.get()
+    dtype, n = x.dtype, len(x)
+    dist, labels, support = (t.contiguous().numpy() for t in (dist, labels, support))
+    x, shift, scale = x.numpy(), shift.contiguous().numpy(), float(scale)
+    # Michelot's passes: from a support that contains the answer's (any from the first
+    # pass on; the guess's only on the first), keep the points above tau
+    count, total = np.zeros(n_groups), np.zeros(n_groups)  # the support's size, score sum
+    bound = (np.full(n_groups, -np.inf) if start is None  # (no guess: all points)
+             else start.to(torch.float64).contiguous().numpy())
+    mode = 0  # (then 1 after a guess, 2 after all points)
+    while True:
+        changed = support_pass(dist, labels, n_groups, scale, bound, mode, support, count,
+                               total)
+        if mode and not changed:
+            break
+        mode = 1 if mode == 0 and start is not None else 2
+        bound = (total - 1.0) / np.maximum(count, 1e-300)  # tau
+    tau = bound
+
+    # the value pass, the one over X, shared among the runner's workers (their sums added
+    # in span order)
+    def values(lo, hi):
+        sums, weight = np.zeros((n_groups, x.shape[1]), x.dtype), np.zeros(n_groups)
+        value_pass(dist[lo:hi], labels[lo:hi], scale, tau, x[lo:hi], shift, sums, weight)
+        return sums, weight
+
+    parts = runner.map(values, n)
+    sums, weight = parts[0]
+    for more_sums, more_weight in parts[1:]:
+        sums += more_sums
+        weight += more_weight
+    return torch.from_numpy(sums), torch.from_numpy(weight).to(dtype), torch.from_numpy(tau)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sktransformer.attention import group_sparsemax, group_sums
-from sktransformer.utils import _sparsemax, index_add_rows, sparsemax_sums
+from sktransformer.utils import ChunkRunner, _sparsemax, index_add_rows, sparsemax_sums
 
 from ..conftest import fits_with_and_without
 
@@ -46,6 +46,25 @@ def test_sparsemax_sums_are_torchs(dtype, start, ties):
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=rtol, atol=rtol)
     assert got[1][:k - 1].sub(1).abs().max() < rtol and got[1][k - 1] == 0  # sums to 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sparsemax_sums_shared_among_workers_are_the_serial_ones(dtype):
+    g = torch.Generator().manual_seed(1)
+    n, d, k = 5001, 3, 4
+    labels = torch.randint(0, k, (n,), generator=g)
+    dist = (torch.rand(n, generator=g) * 8).to(dtype)
+    x, shift = torch.randn(n, d, generator=g, dtype=dtype), torch.randn(d, dtype=dtype)
+    serial = sparsemax_sums(dist, labels, k, -3.0, None, x, shift,
+                            torch.empty(n, dtype=torch.bool))
+    with ChunkRunner(3) as runner:
+        shared = sparsemax_sums(dist, labels, k, -3.0, None, x, shift,
+                                torch.empty(n, dtype=torch.bool), runner=runner)
+    assert torch.equal(shared[2], serial[2])  # the same thresholds
+    rtol = 1e-6 if dtype == torch.float32 else 1e-12  # (sums added in another order)
+    for a, b in zip(shared[:2], serial[:2]):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=rtol)
+    assert not torch.equal(shared[0], torch.zeros_like(shared[0]))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
