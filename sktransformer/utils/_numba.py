@@ -17,8 +17,10 @@ DTYPES = (torch.float32, torch.float64)  # the loops are compiled for these
 def plain(*tensors):
     """Whether the loops can take these tensors through numpy: contiguous CPU tensors
     without gradient."""
-    return all(t.device.type == "cpu" and not t.requires_grad and t.is_contiguous()
-               for t in tensors)
+    for t in tensors:  # (a loop, not all() over a generator: the layer calls it per chunk)
+        if not t.is_cpu or t.requires_grad or not t.is_contiguous():
+            return False
+    return True
 
 
 def load(build, what, instead):

@@ -88,6 +88,7 @@ def _build(numba, cache):
 
 
 _LOOPS = CompiledLoops(_build, "numba's row sums", "torch's index_add_")
+_NONE = {torch.float32: np.empty(0, np.float32), torch.float64: np.empty(0, np.float64)}
 
 
 def compiled_available():
@@ -120,11 +121,12 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     """
     dist, radius = (None, None) if within is None else within
     extra = [t for t in (weight, shift, dist, radius) if t is not None]
-    if (compiled and acc.dtype in DTYPES and index.dtype == torch.int64
-            and all(t.dtype == acc.dtype for t in (source, *extra))
-            and plain(acc, index, source, *extra) and compiled_available()):
+    dtype = acc.dtype
+    if (compiled and dtype in DTYPES and index.dtype == torch.int64 and source.dtype == dtype
+            and all(t.dtype == dtype for t in extra) and plain(acc, index, source, *extra)
+            and compiled_available()):
         add_rows, add_weighted_rows = _LOOPS.get()
-        none = acc.new_empty(0).numpy()
+        none = _NONE[dtype]
         limits = (none, none) if within is None else (dist.numpy(), radius.numpy())
         if weight is None:
             add_rows(acc.numpy(), index.numpy(), source.numpy(), *limits)
