@@ -18,7 +18,14 @@ from ._features import (
     n_particles,
     orthogonal_gaussian,
 )
-from ._grouped import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
+from ._grouped import (
+    group_argmax,
+    group_quantile,
+    group_sparsemax,
+    group_sums,
+    gumbel,
+    keep_incumbent,
+)
 from ._index import IVFIndex
 from ._knn import knn_attention, rao_blackwell, sample_keys, topk_keys
 from ._knn_grad import KNNAttention, knn_attention_grad
@@ -49,6 +56,7 @@ __all__ = [
     "gumbel",
     "hardmax",
     "initial_particles",
+    "keep_incumbent",
     "kernel_attention",
     "knn_attention",
     "knn_attention_grad",

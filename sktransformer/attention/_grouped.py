@@ -276,13 +276,21 @@ def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):
     none = scores.numel()
     chosen = torch.full((n_groups,), none, dtype=torch.long, device=scores.device)
     chosen.scatter_reduce_(0, groups[top], index[top], "amin")
-    if incumbent is not None:
-        safe = incumbent.clamp(min=0)
-        own = torch.arange(n_groups, device=scores.device)
-        close = scores[safe] >= best - rtol * best.abs()
-        keep = (incumbent >= 0) & (groups[safe] == own) & close
-        chosen = torch.where(keep, incumbent, chosen)
-    return torch.where(chosen == none, -1, chosen)
+    chosen = torch.where(chosen == none, -1, chosen)
+    if incumbent is None:
+        return chosen
+    return keep_incumbent(scores, groups, best, chosen, incumbent, rtol=rtol)
+
+
+def keep_incumbent(scores, groups, best, chosen, incumbent, *, rtol=0.0):
+    """:func:`group_argmax`'s rule for its ``incumbent``, given each group's ``best`` score
+    and ``chosen`` key (-1 for an empty group): a group keeps its incumbent (an index, or
+    -1 for none) when it is a member whose score is within ``rtol * |best|`` of the best."""
+    safe = incumbent.clamp(min=0)
+    own = torch.arange(len(best), device=scores.device)
+    close = scores[safe] >= best - rtol * best.abs()
+    keep = (incumbent >= 0) & (groups[safe] == own) & close
+    return torch.where(keep, incumbent, chosen)
 
 
 def gumbel(like, *, generator):

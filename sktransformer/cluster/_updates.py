@@ -33,10 +33,19 @@ import math
 
 import torch
 
-from ..attention import group_argmax, group_quantile, group_sparsemax, group_sums, gumbel
+from ..attention import (
+    group_argmax,
+    group_quantile,
+    group_sparsemax,
+    group_sums,
+    gumbel,
+    keep_incumbent,
+)
 from ..utils import (
     flatnonzero,
     greater,
+    nearest_members,
+    nearest_members_available,
     sparsemax_sums,
     sparsemax_sums_available,
     trim_pass,
@@ -342,16 +351,25 @@ class Medoid:
         objective = self.objective(min_dist, sample_weight)
         if self.best is None or objective < self.best[0]:
             self.best = (objective, self.indices.clone())
-        scores = -self._costs(points, sample_weight, labels, sums, weight, runner)
-        incumbent = self.indices
-        if self.gumbel_temperature is not None:
-            if self.scale is None:
-                self.scale = float(scores.abs().mean()) or 1.0
-            scores = scores / (self.gumbel_temperature * self.scale) + gumbel(
-                scores, generator=self.generator)
-            incumbent = None
-        chosen = group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
-                              rtol=torch.finfo(scores.dtype).eps ** 0.5)
+        rtol = torch.finfo(points.dtype).eps ** 0.5
+        if (self.gumbel_temperature is None and self.metric == "sqeuclidean"
+                and points.compiled and nearest_members_available(points.X, labels)):
+            # the member nearest each mean, in one compiled pass (utils._nearest)
+            dist, least, chosen = nearest_members(
+                points.X, points.shift, _lloyd.average(sums, weight, sums), labels,
+                runner=runner)
+            chosen = keep_incumbent(-dist, labels, -least, chosen, self.indices, rtol=rtol)
+        else:
+            scores = -self._costs(points, sample_weight, labels, sums, weight, runner)
+            incumbent = self.indices
+            if self.gumbel_temperature is not None:
+                if self.scale is None:
+                    self.scale = float(scores.abs().mean()) or 1.0
+                scores = scores / (self.gumbel_temperature * self.scale) + gumbel(
+                    scores, generator=self.generator)
+                incumbent = None
+            chosen = group_argmax(scores, labels, self.n_clusters, incumbent=incumbent,
+                                  rtol=rtol)
         empty = chosen < 0
         if empty.any():  # scikit-learn's relocation: onto the farthest points
             far = torch.topk(min_dist, int(empty.sum())).indices

@@ -1,6 +1,6 @@
 """Helpers shared by every estimator: devices, tensors, random state, chunking, threads,
 and the few CPU kernels torch is slow at (comparisons, row sums by index, a running
-top-k, trimming's and robust k-means' passes)."""
+top-k, trimming's, robust k-means' and k-medoids' passes)."""
 
 from ._arrays import (
     ArrayAPISupport,
@@ -19,6 +19,7 @@ from ._chunks import chunk_rows, iter_chunks, sample_stride
 from ._compare import flatnonzero, greater
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
+from ._nearest import nearest_members, nearest_members_available
 from ._parallel import ChunkRunner
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
@@ -62,6 +63,8 @@ __all__ = [
     "logs_verbosely",
     "make_generator",
     "merge_topk",
+    "nearest_members",
+    "nearest_members_available",
     "numpy_dtype",
     "output_space",
     "progress",

@@ -83,24 +83,25 @@ def test_merge_topk_refuses_what_it_cannot_take(monkeypatch):
 def test_a_fresh_process_loads_the_loops_from_numba_s_cache():
     # a loop that closes over another compiled function misses numba's cache in every
     # process (it recompiled, 0.7-1 s a process, before the merge was written as one loop)
-    from sktransformer.utils import _scatter, _sparsemax, _trim
+    from sktransformer.utils import _nearest, _scatter, _sparsemax, _trim
 
     # (compiled and cached, if need be)
     merge, sums, trim = _topk._LOOPS.get(), _scatter._LOOPS.get(), _trim._LOOPS.get()
-    sparsemax = _sparsemax._LOOPS.get()
+    sparsemax, nearest = _sparsemax._LOOPS.get(), _nearest._LOOPS.get()
     folder = os.path.dirname(_topk.__file__)
     if not os.access(os.path.join(folder, "__pycache__"), os.W_OK):
         pytest.skip("numba cannot cache here (no writable __pycache__): it compiles in memory")
-    code = ("import json\nfrom sktransformer.utils import _scatter, _sparsemax, _topk, _trim\n"
+    code = ("import json\n"
+            "from sktransformer.utils import _nearest, _scatter, _sparsemax, _topk, _trim\n"
             "loops = [_topk._LOOPS.get(), *_scatter._LOOPS.get(), _trim._LOOPS.get(),"
-            " *_sparsemax._LOOPS.get()]\n"
+            " *_sparsemax._LOOPS.get(), _nearest._LOOPS.get()]\n"
             "print(json.dumps([[sum(f.stats.cache_hits.values()) for f in loops],"
             " [sum(f.stats.cache_misses.values()) for f in loops]]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     hits, misses = json.loads(out)
-    assert merge is not None and trim is not None and sparsemax is not None
-    assert len(hits) == len(misses) == 2 + len(sums) + len(sparsemax)
+    assert None not in (merge, trim, sparsemax, nearest)
+    assert len(hits) == len(misses) == 3 + len(sums) + len(sparsemax)
     # float32 and float64 (the trimming pass: each with two layouts of its sums)
     trim_at = 1 + len(sums)
     assert hits[trim_at] == 4 and misses == [0] * len(hits)
