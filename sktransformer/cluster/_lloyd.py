@@ -102,26 +102,20 @@ class PointTokens:
     def new_ones(self, *shape):
         return self.x_sq.new_ones(*shape)
 
-    def _build(self, sl, out):
-        """The tokens of the rows ``sl`` in ``out``, a buffer from :meth:`_buffers` (whose
-        constant slots are already written)."""
-        tokens = out[:sl.stop - sl.start]
-        torch.sub(self.X[sl], self.shift, out=tokens[:, :self.d])
-        if not self.score.constant_slots:
-            self.score.slots(self.x_sq[sl], tokens[:, self.d:])
-        return tokens
-
-    def _buffers(self, start, rows, n_keys):
-        """The token buffer (``rows`` rows, its constant slots written) and the score tile of
-        the span from ``start``, made once and kept for the next layers: a worker's span is
-        the same each layer, and new buffers per layer raised the fit's peak memory."""
-        key = (start, rows, n_keys)
+    def _chunks(self, start, stop, n_keys):
+        """The :class:`Chunk` records of the rows ``start:stop`` for ``n_keys`` keys, over a
+        token buffer (its constant slots written) and a score tile of the span's, made
+        once and kept for the next layers: a worker's span is the same each layer, new
+        buffers per layer raised the fit's peak memory, and each view is a torch call."""
+        key = (start, stop, n_keys)
         if key not in self._cache:
+            rows = min(self.rows, stop - start)
             buffer = self.X.new_empty(rows, self.width)
             if self.score.constant_slots:
                 self.score.slots(None, buffer[:, self.d:])
-            # (untouched, so without memory, where oneDNN returns tiles of its own)
-            self._cache[key] = buffer, self.X.new_empty(n_keys, rows)
+            tile = self.X.new_empty(n_keys, rows)
+            self._cache[key] = [Chunk(self, sl, buffer, tile)
+                                for sl in iter_chunks(stop, rows, start)]
         return self._cache[key]
 
     def keys(self, centers):
@@ -134,15 +128,14 @@ class PointTokens:
         return self.width * keys.shape[0] >= 1024 and uses_onednn(keys, keys)
 
     def chunks(self, keys, start, stop):
-        """Yield ``(sl, tokens (m, D), scores (k, m))`` for the rows ``start:stop``.
+        """Yield ``(chunk, scores (k, m))`` for the rows ``start:stop``: the :class:`Chunk`
+        (its tokens built) and its scores against the keys.
 
         Tokens and scores are views into the span's buffers (kept for the next calls over
         the same span), overwritten by the next chunk: one generator per span at a time.
         Scores may be a fresh tile instead (the oneDNN product's): a caller drops it
         (``del``) once used, so that a worker holds one tile at a time.
         """
-        rows = min(self.rows, stop - start)
-        buffer, tile = self._buffers(start, rows, keys.shape[0])
         # oneDNN's product (a fresh tile per chunk: the callers drop each before the next)
         # pays in the fit from width x k = 1024 on (paired fit times against torch.mm into
         # the reused tile: 0.86 at d = 32, k = 64; 0.88 at d = 16, k = 256; 0.67 at d = 128,
@@ -153,16 +146,17 @@ class PointTokens:
         # reused tile serves: a fresh tile per chunk from torch.matmul raised the first
         # configuration's peak memory to 1.25x scikit-learn's on an AVX2 machine
         onednn = self.onednn(keys)
-        buffer_t = buffer.T  # (one transposed view for the full chunks)
-        for sl in iter_chunks(stop, rows, start):
-            tokens = self._build(sl, buffer)
-            if onednn and len(tokens) >= _ONEDNN_MIN_ROWS:
-                scores = matmul_nt(keys, tokens)
-            elif len(tokens) == rows:
-                scores = torch.mm(keys, buffer_t, out=tile)
+        for chunk in self._chunks(start, stop, keys.shape[0]):
+            torch.sub(chunk.x, self.shift, out=chunk.points)
+            if not self.score.constant_slots:
+                self.score.slots(chunk.x_sq, chunk.slots)
+            if onednn and len(chunk.tokens) >= _ONEDNN_MIN_ROWS:
+                scores = matmul_nt(keys, chunk.tokens)
+            elif chunk.tile is not None:
+                scores = torch.mm(keys, chunk.tokens_t, out=chunk.tile)
             else:
-                scores = matmul_nt(keys, tokens, onednn=False)
-            yield sl, tokens, scores
+                scores = matmul_nt(keys, chunk.tokens, onednn=False)
+            yield chunk, scores
             del scores  # (before the next product allocates its tile)
 
     def add_members(self, acc, sl, tokens, assignment, sample_weight=None, within=None):
@@ -179,21 +173,59 @@ class PointTokens:
             weighted = tokens if w is None else tokens * w.unsqueeze(1)
             acc += matmul_nt(assignment, weighted.T)
 
-    def sq_dist(self, sl, best, out=None):
-        """Squared distance to the center of score ``best`` (broadcasts over centers), into
-        ``out`` when given (which may be ``best``)."""
-        return self.score.sq_dist(best, self.x_sq[sl], out=out)
+    def sq_dist(self, chunk, best, out=None):
+        """Squared distance of the chunk's points to the center of score ``best``
+        (broadcasts over centers), into ``out`` when given (which may be ``best``)."""
+        return self.score.sq_dist(best, chunk.x_sq, out=out)
 
-    def logits(self, sl, scores, temperature):
-        """Soft-assignment logits of a ``(k, m)`` score tile (overwrites it)."""
-        return self.score.logits(scores, self.x_sq[sl], temperature)
+    def logits(self, chunk, scores, temperature):
+        """Soft-assignment logits of a chunk's ``(k, m)`` score tile (overwrites it)."""
+        return self.score.logits(scores, chunk.x_sq, temperature)
 
     def rows_of(self, index):
         """Shifted coordinates of the points ``index``."""
         return self.X[index] - self.shift
 
 
-def hard_assign(scores, out=None):
+class Chunk:
+    """One chunk of a span's rows and its views, made once per span (:meth:`PointTokens._chunks`):
+    each view is a torch call of 2-3 us, and a layer's chunk made a dozen of them. With two
+    workers, whose Python holds the GIL in turn, making them once made the layer 10-15%
+    faster at 100,000 x 32, k = 64 and 1,000,000 x 16, k = 16 (the same results).
+
+    ``sl``: the rows; ``x``, ``x_sq``: their points and what the score needs of them;
+    ``tokens`` (its ``points`` and ``slots`` columns, and ``tokens_t``, its transpose): the
+    span's token buffer, the chunk's rows of it; ``tile``: the span's score tile for a full
+    chunk (None for the last, partial one: it gets a fresh tile), and ``image``, the tile
+    as :func:`hard_assign`'s pool reads it (on the CPU).
+    """
+
+    __slots__ = ("sl", "x", "x_sq", "tokens", "points", "slots", "tokens_t", "tile", "image")
+
+    def __init__(self, owner, sl, buffer, tile):
+        m = sl.stop - sl.start
+        self.sl, self.x, self.x_sq = sl, owner.X[sl], owner.x_sq[sl]
+        self.tokens = buffer[:m]
+        self.points, self.slots = self.tokens[:, :owner.d], self.tokens[:, owner.d:]
+        self.tokens_t = self.tokens.T
+        self.tile = tile if m == len(buffer) else None
+        self.image = (None if self.tile is None or tile.device.type != "cpu"
+                      else _pool_image(tile))
+
+    def image_of(self, scores):
+        """The pool's image of this chunk's scores: made once for the span's tile (None
+        for another tile: :func:`hard_assign` makes it)."""
+        return self.image if scores is self.tile else None
+
+
+def _pool_image(scores):
+    """A ``(k, m)`` tile read as one image of ``m`` channels and ``k`` pixels in
+    channels-last memory (see :func:`hard_assign`)."""
+    k, m = scores.shape
+    return scores.as_strided((1, m, 1, k), (m * k, 1, m * k, m))
+
+
+def hard_assign(scores, out=None, *, image=None):
     """Arg-max over centers of a ``(k, m)`` score tile, and the maxima: labels (m,), best (m,).
 
     The tile is read as an image with ``m`` channels and one row of ``k`` pixels in
@@ -202,12 +234,14 @@ def hard_assign(scores, out=None):
     CPU. Ties go to the lowest index (the pool keeps the first maximum), as in scikit-learn.
     ``out``: contiguous ``(labels, best)`` to write into, of shape (m,) or (1, m, 1, 1)
     (the pool's own shape: views of the layer's buffers made once per layer, as each op
-    the worker threads call is a GIL round trip); returned as given.
+    the worker threads call is a GIL round trip); returned as given. ``image``: the
+    tile's image (:class:`Chunk`), when made already.
     """
     k, m = scores.shape
     if scores.device.type != "cpu":  # (the pool's reading is a CPU trick)
         return _max_over_centers(scores, out)
-    image = scores.as_strided((1, m, 1, k), (m * k, 1, m * k, m))
+    if image is None:
+        image = _pool_image(scores)
     if out is None:
         best, labels = torch.nn.functional.max_pool2d(image, (1, k), return_indices=True)
         return labels.view(m), best.view(m)
@@ -237,8 +271,8 @@ def _max_over_centers(scores, out):
 _LOG2E = 1.0 / math.log(2.0)
 
 
-def soft_assign(points, sl, scores, best, temperature):
-    """Softmax over centers of a ``(k, m)`` score tile (overwritten), given the tile's column
+def soft_assign(points, chunk, scores, best, temperature):
+    """Softmax over centers of a chunk's ``(k, m)`` score tile (overwritten), given its column
     maxima ``best``: ``2^((l - max l) log2 e)`` normalized, for the logits ``l``.
 
     Every score's logit is linear in the score (``l = a s``, ``a`` per point for the cosine
@@ -249,7 +283,7 @@ def soft_assign(points, sl, scores, best, temperature):
     times faster than its ``exp`` on the CPU (``torch.softmax`` over the tile's first
     dimension took 0.35 ms for 64 x 4096 scores, this 0.14).
     """
-    logits = points.logits(sl, scores.sub_(best), temperature / _LOG2E)
+    logits = points.logits(chunk, scores.sub_(best), temperature / _LOG2E)
     weights = logits.exp2_()
     return weights.div_(weights.sum(0))
 
@@ -273,8 +307,8 @@ def sq_distances(points, centers, *, runner=_SERIAL):
     keys = points.keys(centers)
 
     def span(start, stop):
-        for sl, _, scores in points.chunks(keys, start, stop):
-            out[sl] = points.sq_dist(sl, scores).T
+        for chunk, scores in points.chunks(keys, start, stop):
+            out[chunk.sl] = points.sq_dist(chunk, scores).T
             del scores
 
     runner.map(span, points.n)
@@ -320,21 +354,23 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
 
     def span(start, stop):
         acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded
-        for sl, values, scores in points.chunks(keys, start, stop):
+        for chunk, scores in points.chunks(keys, start, stop):
+            sl = chunk.sl
             # the arg-max and the best score straight into labels and min_dist (each op is
             # a GIL round trip for the worker threads: fewer ops, faster layers)
-            hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]))
+            hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]),
+                        image=chunk.image_of(scores))
             lab, best = labels[sl], min_dist[sl]
             assignment = None
             if accumulate and temperature is not None:  # (from the best score)
-                assignment = soft_assign(points, sl, scores, best, temperature)
+                assignment = soft_assign(points, chunk, scores, best, temperature)
             del scores  # (soft: the assignment is the tile, dropped below)
-            dist = points.sq_dist(sl, best, out=best)  # (clamped at 0 once per span)
+            dist = points.sq_dist(chunk, best, out=best)  # (clamped at 0 once per span)
             if not accumulate:
                 continue
             if assignment is None:
                 assignment = lab
-            points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, values,
+            points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, chunk.tokens,
                                assignment, sample_weight,
                                within=None if cutoff is None else (dist, cutoff))
             del assignment
@@ -524,13 +560,13 @@ def nearest_rows(points, centers):
     best_dist = torch.full((centers.shape[0],), torch.inf, dtype=points.dtype,
                            device=points.device)
     best_index = torch.zeros(centers.shape[0], dtype=torch.long, device=points.device)
-    for sl, _, scores in points.chunks(keys, 0, points.n):
-        dist = points.sq_dist(sl, scores)  # (k, m)
+    for chunk, scores in points.chunks(keys, 0, points.n):
+        dist = points.sq_dist(chunk, scores)  # (k, m)
         del scores
         value, index = dist.min(1)
         better = value < best_dist
         best_dist = torch.where(better, value, best_dist)
-        best_index = torch.where(better, index + sl.start, best_index)
+        best_index = torch.where(better, index + chunk.sl.start, best_index)
     return best_index
 
 

@@ -20,9 +20,12 @@ from ._lloyd import PointTokens
 
 
 class _Chunk:
-    """Rows ``sl`` of the CSR data: the torch CSR tensor and its coordinates."""
+    """Rows ``sl`` of the CSR data: the torch CSR tensor and its coordinates, and what the
+    layer reads of a dense chunk (:class:`~._lloyd.Chunk`): ``x_sq``, and ``tokens``, the
+    chunk itself (for :meth:`SparsePointTokens.add_members`)."""
 
-    def __init__(self, crow, cols, values, shape):
+    def __init__(self, sl, x_sq, crow, cols, values, shape):
+        self.sl, self.x_sq, self.tokens = sl, x_sq, self
         self.crow, self.cols, self.values, self.shape = crow, cols, values, shape
         with warnings.catch_warnings():  # torch calls its CSR support "beta"
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
@@ -30,6 +33,10 @@ class _Chunk:
                                                check_invariants=False)
         counts = crow[1:] - crow[:-1]
         self.rows = torch.repeat_interleave(torch.arange(shape[0], device=crow.device), counts)
+
+    def image_of(self, scores):
+        """(The scores are a fresh tile: :func:`~._lloyd.hard_assign` reads it itself.)"""
+        return None
 
 
 class SparsePointTokens(PointTokens):
@@ -50,27 +57,27 @@ class SparsePointTokens(PointTokens):
             chunk = self._chunk(sl)
             sq = self.values.new_zeros(chunk.shape[0]).index_add_(
                 0, chunk.rows, chunk.values.square())
-            self.x_sq[sl] = self.score.from_sq_norms(sq)
+            chunk.x_sq.copy_(self.score.from_sq_norms(sq))
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1
 
     def _chunk(self, sl):
         lo, hi = int(self.indptr[sl.start]), int(self.indptr[sl.stop])
         crow = self.crow[sl.start:sl.stop + 1] - lo
-        return _Chunk(crow, self.cols[lo:hi], self.values[lo:hi],
+        return _Chunk(sl, self.x_sq[sl], crow, self.cols[lo:hi], self.values[lo:hi],
                       (sl.stop - sl.start, self.d))
 
     def chunks(self, keys, start, stop):
-        """Yield ``(sl, chunk, scores (k, m))``; ``chunk`` is for :meth:`add_members`."""
+        """Yield ``(chunk, scores (k, m))``; ``chunk.tokens`` is for :meth:`add_members`."""
         slots = self.values.new_empty(min(self.rows, max(stop - start, 1)),
                                       self.score.n_slots)
         for sl in iter_chunks(stop, self.rows, start):
             chunk = self._chunk(sl)
             m = chunk.shape[0]
-            extra = self.score.slots(self.x_sq[sl], slots[:m])
+            extra = self.score.slots(chunk.x_sq, slots[:m])
             scores = torch.addmm((chunk.csr @ keys[:, :self.d].T).T, keys[:, self.d:],
                                  extra.T)
-            yield sl, chunk, scores
+            yield chunk, scores
 
     def add_members(self, acc, sl, chunk, assignment, sample_weight=None, within=None):
         if within is not None:  # (the trimmed variants take dense data only)

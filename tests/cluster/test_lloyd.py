@@ -109,13 +109,13 @@ def test_layers_reuse_their_spans_buffers():
     with ChunkRunner(2) as runner:
         first = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
                              runner=runner)
-        buffers = {key: tuple(t.data_ptr() for t in value)
-                   for key, value in points._cache.items()}
+        buffers = {key: [(c.tokens.data_ptr(), c.tile is not None and c.tile.data_ptr())
+                         for c in chunks] for key, chunks in points._cache.items()}
         again = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
                              runner=runner)
     assert len(buffers) == 2  # one per span
-    assert buffers == {key: tuple(t.data_ptr() for t in value)
-                       for key, value in points._cache.items()}
+    assert buffers == {key: [(c.tokens.data_ptr(), c.tile is not None and c.tile.data_ptr())
+                             for c in chunks] for key, chunks in points._cache.items()}
     torch.testing.assert_close(first, again)
 
 
@@ -129,8 +129,8 @@ def test_products_without_onednn_score_into_the_reused_tile(dtype, monkeypatch):
     X = torch.rand(1000, 40, dtype=dtype)
     points = _lloyd.PointTokens(X, rows=300)
     keys = points.keys(X[:64].clone())  # width x k = 42 x 64: oneDNN's size, were it on
-    chunks = [(sl, scores.data_ptr()) for sl, _, scores in points.chunks(keys, 0, points.n)]
-    _, tile = points._cache[0, 300, 64]
+    chunks = [(c.sl, scores.data_ptr()) for c, scores in points.chunks(keys, 0, points.n)]
+    tile = points._cache[0, 1000, 64][0].tile
     assert [sl.stop - sl.start for sl, _ in chunks] == [300, 300, 300, 100]
     assert all(ptr == tile.data_ptr() for sl, ptr in chunks if sl.stop - sl.start == 300)
 
@@ -142,8 +142,9 @@ def test_sq_dist_in_place_is_the_distance(attention):
     X[0] = 0
     points = _lloyd.PointTokens(X, rows=50, attention=attention)
     best = torch.randn(50, generator=g, dtype=torch.float64)
-    expected = points.sq_dist(slice(0, 50), best.clone())
-    assert points.sq_dist(slice(0, 50), best, out=best) is best
+    chunk, = points._chunks(0, 50, 1)
+    expected = points.sq_dist(chunk, best.clone())
+    assert points.sq_dist(chunk, best, out=best) is best
     torch.testing.assert_close(best, expected)
 
 
@@ -155,16 +156,15 @@ def test_soft_assign_is_the_softmax_over_centers(attention, temperature, dtype):
     X = torch.randn(300, 5, generator=g, dtype=dtype) * 3
     X[0] = 0  # a zero row (the cosine score's special case)
     points = _lloyd.PointTokens(X, rows=300, attention=attention)
-    sl = slice(0, 300)
-    buffer, _ = points._buffers(0, 300, 7)  # (its constant slots written)
-    scores = torch.mm(points.keys(X[1:8]), points._build(sl, buffer).T)
+    (chunk, scores), = points.chunks(points.keys(X[1:8]), 0, 300)
     # (the reference in float64, from the same scores: float32 logits of 1e4 times the
     # scores would carry their own rounding into it)
     exact = _lloyd.PointTokens(X.double(), rows=300, attention=attention)
-    expected = torch.softmax(exact.logits(sl, scores.to(torch.float64, copy=True), temperature),
+    expected = torch.softmax(exact.logits(exact._chunks(0, 300, 7)[0],
+                                          scores.to(torch.float64, copy=True), temperature),
                              dim=0).to(dtype)
     _, best = _lloyd.hard_assign(scores.clone())
-    got = _lloyd.soft_assign(points, sl, scores, best, temperature)
+    got = _lloyd.soft_assign(points, chunk, scores, best, temperature)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got.sum(0), torch.ones(300, dtype=dtype))
     torch.testing.assert_close(got, expected, rtol=1e-4 if dtype == torch.float32 else 1e-9,
