@@ -24,6 +24,7 @@ import torch
 from ..attention import get_score, matmul_nt, uses_onednn
 from ..utils import (
     ChunkRunner,
+    RowAdder,
     chunk_rows,
     index_add_rows,
     iter_chunks,
@@ -159,19 +160,22 @@ class PointTokens:
             yield chunk, scores
             del scores  # (before the next product allocates its tile)
 
-    def add_members(self, acc, sl, tokens, assignment, sample_weight=None, within=None):
-        """The center update's sums: ``acc (k, width) += A [tokens]``, with ``A`` the one-hot
-        of the labels ``assignment (m,)`` (hard) or the soft weights ``assignment (k, m)``,
-        each point weighted by ``sample_weight``; the last column sums the weights.
-        ``within=(dist, radius)`` (hard): only the points within their cluster's radius;
-        ``acc`` then has a last row to discard (:func:`~sktransformer.utils.index_add_rows`).
-        """
-        w = None if sample_weight is None else sample_weight[sl]
-        if assignment.dim() == 1:
-            index_add_rows(acc, assignment, tokens, w, within=within, compiled=self.compiled)
-        else:
-            weighted = tokens if w is None else tokens * w.unsqueeze(1)
-            acc += matmul_nt(assignment, weighted.T)
+    def member_sums(self, acc, labels, sample_weight=None):
+        """The hard center update's sums over a span's chunks: ``add(chunk, within=None)``
+        adds ``[tokens]`` of the chunk's points into ``acc (k + 1, width)`` by their
+        ``labels`` (each weighted by ``sample_weight``; the last column sums the weights).
+        ``within=(dist, radius)``: only the points within their cluster's radius, the
+        others into ``acc``'s last row, to discard (:func:`~sktransformer.utils.index_add_rows`)."""
+        adder = RowAdder(acc, labels, sample_weight, compiled=self.compiled)
+        return lambda chunk, within=None: adder(chunk.sl, chunk.tokens, within=within)
+
+    def add_soft(self, acc, chunk, weights, sample_weight=None):
+        """The soft center update's sums: ``acc (k, width) += R [tokens]`` for the chunk's
+        soft weights ``R (k, m)``, each point weighted by ``sample_weight``."""
+        tokens = chunk.tokens
+        if sample_weight is not None:
+            tokens = tokens * sample_weight[chunk.sl].unsqueeze(1)
+        acc += matmul_nt(weights, tokens.T)
 
     def sq_dist(self, chunk, best, out=None):
         """Squared distance of the chunk's points to the center of score ``best``
@@ -354,26 +358,26 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
 
     def span(start, stop):
         acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded
+        add_members = points.member_sums(acc, labels, sample_weight)
         for chunk, scores in points.chunks(keys, start, stop):
             sl = chunk.sl
             # the arg-max and the best score straight into labels and min_dist (each op is
             # a GIL round trip for the worker threads: fewer ops, faster layers)
             hard_assign(scores, out=(labels_4d[:, sl], dist_4d[:, sl]),
                         image=chunk.image_of(scores))
-            lab, best = labels[sl], min_dist[sl]
-            assignment = None
+            best = min_dist[sl]
+            weights = None
             if accumulate and temperature is not None:  # (from the best score)
-                assignment = soft_assign(points, chunk, scores, best, temperature)
-            del scores  # (soft: the assignment is the tile, dropped below)
+                weights = soft_assign(points, chunk, scores, best, temperature)
+            del scores  # (soft: the weights are the tile, dropped below)
             dist = points.sq_dist(chunk, best, out=best)  # (clamped at 0 once per span)
             if not accumulate:
                 continue
-            if assignment is None:
-                assignment = lab
-            points.add_members(acc if assignment.dim() == 1 else acc[:k], sl, chunk.tokens,
-                               assignment, sample_weight,
-                               within=None if cutoff is None else (dist, cutoff))
-            del assignment
+            if weights is None:
+                add_members(chunk, within=None if cutoff is None else (dist, cutoff))
+            else:
+                points.add_soft(acc[:k], chunk, weights, sample_weight)
+                del weights
         min_dist[start:stop].clamp_(min=0.0)
         return acc
 

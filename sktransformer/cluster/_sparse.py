@@ -21,11 +21,10 @@ from ._lloyd import PointTokens
 
 class _Chunk:
     """Rows ``sl`` of the CSR data: the torch CSR tensor and its coordinates, and what the
-    layer reads of a dense chunk (:class:`~._lloyd.Chunk`): ``x_sq``, and ``tokens``, the
-    chunk itself (for :meth:`SparsePointTokens.add_members`)."""
+    layer reads of a dense chunk (:class:`~._lloyd.Chunk`): ``sl`` and ``x_sq``."""
 
     def __init__(self, sl, x_sq, crow, cols, values, shape):
-        self.sl, self.x_sq, self.tokens = sl, x_sq, self
+        self.sl, self.x_sq = sl, x_sq
         self.crow, self.cols, self.values, self.shape = crow, cols, values, shape
         with warnings.catch_warnings():  # torch calls its CSR support "beta"
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
@@ -68,7 +67,8 @@ class SparsePointTokens(PointTokens):
                       (sl.stop - sl.start, self.d))
 
     def chunks(self, keys, start, stop):
-        """Yield ``(chunk, scores (k, m))``; ``chunk.tokens`` is for :meth:`add_members`."""
+        """Yield ``(chunk, scores (k, m))`` (``chunk``: for :meth:`member_sums`' adds and
+        :meth:`add_soft`)."""
         slots = self.values.new_empty(min(self.rows, max(stop - start, 1)),
                                       self.score.n_slots)
         for sl in iter_chunks(stop, self.rows, start):
@@ -79,20 +79,30 @@ class SparsePointTokens(PointTokens):
                                  extra.T)
             yield chunk, scores
 
-    def add_members(self, acc, sl, chunk, assignment, sample_weight=None, within=None):
-        if within is not None:  # (the trimmed variants take dense data only)
-            raise NotImplementedError("Sums within a radius need dense data.")
-        w = (self.values.new_ones(chunk.shape[0]) if sample_weight is None
-             else sample_weight[sl])
-        weighted = chunk.values * w[chunk.rows]
-        if assignment.dim() == 1:
-            acc[:, :self.d].index_put_((assignment[chunk.rows], chunk.cols), weighted,
-                                       accumulate=True)
+    def member_sums(self, acc, labels, sample_weight=None):
+        """:meth:`PointTokens.member_sums` of CSR chunks: each stored value into its
+        center's column by ``index_put``."""
+        def add(chunk, within=None):
+            if within is not None:  # (the trimmed variants take dense data only)
+                raise NotImplementedError("Sums within a radius need dense data.")
+            w = self._weights(chunk, sample_weight)
+            assignment = labels[chunk.sl]
+            acc[:, :self.d].index_put_((assignment[chunk.rows], chunk.cols),
+                                       chunk.values * w[chunk.rows], accumulate=True)
             acc[:, self.weight_column].index_add_(0, assignment, w)
-        else:  # soft: column c of center j gains sum_i R[j, i] w_i x_ic
-            acc[:, :self.d].T.index_add_(
-                0, chunk.cols, weighted.unsqueeze(1) * assignment.T[chunk.rows])
-            acc[:, self.weight_column] += assignment @ w
+        return add
+
+    def add_soft(self, acc, chunk, weights, sample_weight=None):
+        """:meth:`PointTokens.add_soft` of a CSR chunk: column c of center j gains
+        ``sum_i R[j, i] w_i x_ic``."""
+        w = self._weights(chunk, sample_weight)
+        acc[:, :self.d].T.index_add_(
+            0, chunk.cols, (chunk.values * w[chunk.rows]).unsqueeze(1) * weights.T[chunk.rows])
+        acc[:, self.weight_column] += weights @ w
+
+    def _weights(self, chunk, sample_weight):
+        return (self.values.new_ones(chunk.shape[0]) if sample_weight is None
+                else sample_weight[chunk.sl])
 
     def rows_of(self, index):
         """Dense rows ``index`` (a few: initial centers, relocations)."""

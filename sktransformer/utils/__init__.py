@@ -26,6 +26,7 @@ from ._scale import check_squared_scale, squared_scale_error
 from ._scatter import (
     COMPILED_MIN_ELEMENTS,
     LANES,
+    RowAdder,
     compiled_available,
     index_add_rows,
     spread,
@@ -59,6 +60,7 @@ __all__ = [
     "is_tensor",
     "iter_chunks",
     "LANES",
+    "RowAdder",
     "logger",
     "logs_verbosely",
     "make_generator",

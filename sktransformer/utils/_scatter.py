@@ -119,30 +119,56 @@ def index_add_rows(acc, index, source, weight=None, *, shift=None, within=None,
     gradient; int64 index), else torch's ``index_add_``: the same operations in the same
     order. ``scratch``: a ``(m, w)`` buffer that torch's path may write the shifted rows into.
     """
-    dist, radius = (None, None) if within is None else within
-    extra = [t for t in (weight, shift, dist, radius) if t is not None]
-    dtype = acc.dtype
-    if (compiled and dtype in DTYPES and index.dtype == torch.int64 and source.dtype == dtype
-            and all(t.dtype == dtype for t in extra) and plain(acc, index, source, *extra)
-            and compiled_available()):
-        add_rows, add_weighted_rows = _LOOPS.get()
-        none = _NONE[dtype]
-        limits = (none, none) if within is None else (dist.numpy(), radius.numpy())
-        if weight is None:
-            add_rows(acc.numpy(), index.numpy(), source.numpy(), *limits)
-        else:
-            add_weighted_rows(acc.numpy(), index.numpy(), source.numpy(), *limits,
-                              weight.numpy(),
-                              (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy())
-        return acc
-    if within is not None:  # (a negative distance is within any radius)
-        bound = radius if len(radius) == 1 else radius.index_select(0, index)
-        index = index.masked_fill(dist > bound, acc.shape[0] - 1)
-    if weight is not None:
-        source = (source * weight.unsqueeze(1) if shift is None
-                  else torch.sub(source, shift, out=scratch).mul_(weight.unsqueeze(1)))
-    lanes = spread(index, acc.shape[0])
-    if lanes is not None:
-        partial = acc.new_zeros(acc.shape[0] * LANES, acc.shape[1]).index_add_(0, lanes, source)
-        return acc.add_(partial.view(acc.shape[0], LANES, acc.shape[1]).sum(1))
-    return acc.index_add_(0, index, source)
+    return RowAdder(acc, index, weight, shift=shift, compiled=compiled)(
+        slice(None), source, within=within, scratch=scratch)
+
+
+class RowAdder:
+    """:func:`index_add_rows` into one ``acc`` by the rows of one ``index`` (and ``weight``),
+    a chunk at a time: ``adder(sl, source)`` adds the rows ``source`` of the points ``sl``.
+    The checks and conversions that do not depend on the chunk are made once (a layer adds
+    each chunk's members; through :func:`index_add_rows`, 9 us a call)."""
+
+    def __init__(self, acc, index, weight=None, *, shift=None, compiled=False):
+        self.acc, self.index, self.weight, self.shift = acc, index, weight, shift
+        extra = [t for t in (weight, shift) if t is not None]
+        self._arrays = None  # (numba's loop: the numpy views)
+        if (compiled and acc.dtype in DTYPES and index.dtype == torch.int64
+                and all(t.dtype == acc.dtype for t in extra) and plain(acc, index, *extra)
+                and compiled_available()):
+            self._arrays = (acc.numpy(), index.numpy(),
+                            None if weight is None else weight.numpy(),
+                            (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy())
+
+    def __call__(self, sl, source, *, within=None, scratch=None):
+        """Add the rows ``source`` of the points ``sl`` (``within``, ``scratch``: as
+        :func:`index_add_rows`'s, for these rows); returns the accumulator."""
+        acc = self.acc
+        limits = () if within is None else within
+        if (self._arrays is not None and all(t.dtype == acc.dtype for t in (source, *limits))
+                and plain(source, *limits)):
+            add_rows, add_weighted_rows = _LOOPS.get()
+            acc_np, index, weight, shift = self._arrays
+            none = _NONE[acc.dtype]
+            limits = (none, none) if within is None else tuple(t.numpy() for t in within)
+            if weight is None:
+                add_rows(acc_np, index[sl], source.numpy(), *limits)
+            else:
+                add_weighted_rows(acc_np, index[sl], source.numpy(), *limits, weight[sl],
+                                  shift)
+            return acc
+        index, weight, shift = self.index[sl], self.weight, self.shift
+        if within is not None:  # (a negative distance is within any radius)
+            dist, radius = within
+            bound = radius if len(radius) == 1 else radius.index_select(0, index)
+            index = index.masked_fill(dist > bound, acc.shape[0] - 1)
+        if weight is not None:
+            weight = weight[sl].unsqueeze(1)
+            source = (source * weight if shift is None
+                      else torch.sub(source, shift, out=scratch).mul_(weight))
+        lanes = spread(index, acc.shape[0])
+        if lanes is not None:
+            partial = acc.new_zeros(acc.shape[0] * LANES, acc.shape[1]).index_add_(
+                0, lanes, source)
+            return acc.add_(partial.view(acc.shape[0], LANES, acc.shape[1]).sum(1))
+        return acc.index_add_(0, index, source)

@@ -175,6 +175,30 @@ def test_index_add_rows_compiled_is_index_add_to_the_bit(dtype, weighted):
         assert torch.equal(acc, expected)  # the same operations in the same order
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("within", [False, True])
+def test_row_adder_by_chunks_is_index_add_rows_over_all_rows(compiled, weighted, within):
+    from sktransformer.utils import RowAdder
+
+    g = torch.Generator().manual_seed(0)
+    n = 1000
+    source = torch.randn(n, 6, generator=g, dtype=torch.float64)
+    index = torch.randint(0, 9, (n,), generator=g)
+    weight = torch.rand(n, generator=g, dtype=torch.float64) if weighted else None
+    dist, radius = torch.rand(n, generator=g, dtype=torch.float64), torch.rand(9, generator=g,
+                                                                               dtype=torch.float64)
+    expected = index_add_rows(torch.zeros(10, 6, dtype=torch.float64), index, source, weight,
+                              within=(dist, radius) if within else None)
+    acc = torch.zeros(10, 6, dtype=torch.float64)
+    add = RowAdder(acc, index, weight, compiled=compiled)
+    for sl in (slice(0, 300), slice(300, 999), slice(999, 1000)):  # the rows of each chunk
+        assert add(sl, source[sl], within=(dist[sl], radius) if within else None) is acc
+    if within and compiled and compiled_available():
+        acc[-1] = expected[-1]  # (the compiled loop skips the rows beyond their radius)
+    torch.testing.assert_close(acc, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("within", [False, True])
 def test_index_add_rows_by_partial_rows_is_index_add(within, monkeypatch):
     # the GPU's path (each target spread over LANES partial rows), here on the CPU
