@@ -84,7 +84,7 @@ class PointTokens:
         # the update's sums by numba's loop when installed, for large fits, or once loaded
         # (utils._scatter; loaded here, in the calling thread, before the workers need it)
         self.compiled = use_compiled(self.n * self.width)
-        self._cache = {}  # the spans' token buffers and tiles
+        self._cache = {}  # the spans' chunk records, over their token buffers and tiles
 
     @property
     def device(self):
@@ -114,6 +114,7 @@ class PointTokens:
             buffer = self.X.new_empty(rows, self.width)
             if self.score.constant_slots:
                 self.score.slots(None, buffer[:, self.d:])
+            # (untouched, so without memory, where oneDNN returns tiles of its own)
             tile = self.X.new_empty(n_keys, rows)
             self._cache[key] = [Chunk(self, sl, buffer, tile)
                                 for sl in iter_chunks(stop, rows, start)]
@@ -194,8 +195,9 @@ class PointTokens:
 class Chunk:
     """One chunk of a span's rows and its views, made once per span (:meth:`PointTokens._chunks`):
     each view is a torch call of 2-3 us, and a layer's chunk made a dozen of them. With two
-    workers, whose Python holds the GIL in turn, making them once made the layer 10-15%
-    faster at 100,000 x 32, k = 64 and 1,000,000 x 16, k = 16 (the same results).
+    workers, whose Python holds the GIL in turn, making them once took layers from 7.68 to
+    7.09 ms at 100,000 x 32, k = 64 and from 15.57 to 14.62 ms at 10^6 x 16, k = 16
+    (alternating processes; the same results).
 
     ``sl``: the rows; ``x``, ``x_sq``: their points and what the score needs of them;
     ``tokens`` (its ``points`` and ``slots`` columns, and ``tokens_t``, its transpose): the
@@ -501,7 +503,8 @@ def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     1.1 against 0.6 ms at 20,000 x 32, k = 16; 6.7 against 2.9 at 100,000 x 32; 41 against
     19 at 200,000 x 128. On a GPU, 2 MiB chunks made 122 chunks of 10^6 x 32 points, each
     a few kernel launches). Where the layer's sums are compiled, numba's pass
-    (:func:`~sktransformer.utils.nearest_members`) computes them, in the same order."""
+    (:func:`~sktransformer.utils.nearest_members`) computes them: the differences in the
+    same order, the sum over features reassociated."""
     if points.compiled and nearest_members_available(points.X, labels):
         return nearest_members(points.X, points.shift, vectors, labels, runner=runner)[0]
     out = points.new_empty(points.n)

@@ -88,7 +88,8 @@ def nearest_members(x, shift, vectors, labels, *, runner=_SERIAL):
     """
     n, n_groups = len(x), len(vectors)
     dist = torch.empty(n, dtype=x.dtype)
-    arrays = x.numpy(), shift.contiguous().numpy(), vectors.contiguous().numpy()
+    arrays = (x.numpy(), shift.to(x.dtype).contiguous().numpy(),
+              vectors.to(x.dtype).contiguous().numpy())
     labels_np, dist_np = labels.numpy(), dist.numpy()
 
     def span(lo, hi):
