@@ -84,7 +84,8 @@ class PointTokens:
         # the update's sums by numba's loop when installed, for large fits, or once loaded
         # (utils._scatter; loaded here, in the calling thread, before the workers need it)
         self.compiled = use_compiled(self.n * self.width)
-        self._cache = {}  # the spans' chunk records, over their token buffers and tiles
+        self._cache = {}  # the spans' chunk records
+        self._buffer_cache = {}  # and their token buffers and tiles
 
     @property
     def device(self):
@@ -104,21 +105,29 @@ class PointTokens:
         return self.x_sq.new_ones(*shape)
 
     def _chunks(self, start, stop, n_keys):
-        """The :class:`Chunk` records of the rows ``start:stop`` for ``n_keys`` keys, over a
-        token buffer (its constant slots written) and a score tile of the span's, made
-        once and kept for the next layers: a worker's span is the same each layer, new
-        buffers per layer raised the fit's peak memory, and each view is a torch call."""
+        """The :class:`Chunk` records of the rows ``start:stop`` for ``n_keys`` keys, made
+        once and kept for the next layers (a worker's span is the same each layer, and each
+        view is a torch call), over the span's buffers (:meth:`_buffers`)."""
         key = (start, stop, n_keys)
         if key not in self._cache:
             rows = min(self.rows, stop - start)
+            buffer, tile = self._buffers(start, rows, n_keys)
+            self._cache[key] = [Chunk(self, sl, buffer, tile)
+                                for sl in iter_chunks(stop, rows, start)]
+        return self._cache[key]
+
+    def _buffers(self, start, rows, n_keys):
+        """The token buffer (``rows`` rows, its constant slots written) and the score tile of
+        the spans from ``start``, made once and kept for the next layers: new buffers per
+        layer raised the fit's peak memory (spans from the same row share them)."""
+        key = (start, rows, n_keys)
+        if key not in self._buffer_cache:
             buffer = self.X.new_empty(rows, self.width)
             if self.score.constant_slots:
                 self.score.slots(None, buffer[:, self.d:])
             # (untouched, so without memory, where oneDNN returns tiles of its own)
-            tile = self.X.new_empty(n_keys, rows)
-            self._cache[key] = [Chunk(self, sl, buffer, tile)
-                                for sl in iter_chunks(stop, rows, start)]
-        return self._cache[key]
+            self._buffer_cache[key] = buffer, self.X.new_empty(n_keys, rows)
+        return self._buffer_cache[key]
 
     def keys(self, centers):
         """Center tokens ``(k, D)`` for centers in the shifted coordinates."""

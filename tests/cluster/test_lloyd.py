@@ -117,6 +117,10 @@ def test_layers_reuse_their_spans_buffers():
     assert buffers == {key: [(c.tokens.data_ptr(), c.tile is not None and c.tile.data_ptr())
                              for c in chunks] for key, chunks in points._cache.items()}
     torch.testing.assert_close(first, again)
+    # a pass over all the rows (one span) reuses the buffers of the span from row 0
+    whole = points._chunks(0, 1000, 4)
+    assert whole[0].tokens.data_ptr() == points._chunks(0, 500, 4)[0].tokens.data_ptr()
+    assert len(points._buffer_cache) == 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
