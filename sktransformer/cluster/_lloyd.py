@@ -369,7 +369,8 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
 
     def span(start, stop):
         acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded
-        add_members = points.member_sums(acc, labels, sample_weight)
+        add_members = (points.member_sums(acc, labels, sample_weight)
+                       if accumulate and temperature is None else None)
         for chunk, scores in points.chunks(keys, start, stop):
             sl = chunk.sl
             # the arg-max and the best score straight into labels and min_dist (each op is
@@ -514,8 +515,9 @@ def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     a few kernel launches). Where the layer's sums are compiled, numba's pass
     (:func:`~sktransformer.utils.nearest_members`) computes them: the differences in the
     same order, the sum over features reassociated."""
-    if points.compiled and nearest_members_available(points.X, labels):
-        return nearest_members(points.X, points.shift, vectors, labels, runner=runner)[0]
+    compiled = nearest_to_own(points, vectors, labels, runner=runner)
+    if compiled is not None:
+        return compiled[0]
     out = points.new_empty(points.n)
 
     def span(start, stop):
@@ -529,6 +531,15 @@ def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
 
     runner.map(span, points.n)
     return out
+
+
+def nearest_to_own(points, vectors, labels, *, runner=_SERIAL):
+    """Where the layer's sums are compiled: :func:`~sktransformer.utils.nearest_members`
+    of the points against their group's vector (each point's squared distance to it, each
+    group's smallest and its member); None where numba's pass cannot run."""
+    if points.compiled and nearest_members_available(points.X, labels):
+        return nearest_members(points.X, points.shift, vectors, labels, runner=runner)
+    return None
 
 
 def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIAL):

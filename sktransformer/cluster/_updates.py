@@ -44,8 +44,6 @@ from ..attention import (
 from ..utils import (
     flatnonzero,
     greater,
-    nearest_members,
-    nearest_members_available,
     sparsemax_sums,
     sparsemax_sums_available,
     trim_pass,
@@ -352,12 +350,13 @@ class Medoid:
         if self.best is None or objective < self.best[0]:
             self.best = (objective, self.indices.clone())
         rtol = torch.finfo(points.dtype).eps ** 0.5
-        if (self.gumbel_temperature is None and self.metric == "sqeuclidean"
-                and points.compiled and nearest_members_available(points.X, labels)):
-            # the member nearest each mean, in one compiled pass (utils._nearest)
-            dist, least, chosen = nearest_members(
-                points.X, points.shift, _lloyd.average(sums, weight, sums), labels,
-                runner=runner)
+        nearest = None
+        if self.gumbel_temperature is None and self.metric == "sqeuclidean":
+            # the member nearest each mean, in one compiled pass where it runs
+            nearest = _lloyd.nearest_to_own(points, _lloyd.average(sums, weight, sums),
+                                            labels, runner=runner)
+        if nearest is not None:
+            dist, least, chosen = nearest
             chosen = keep_incumbent(-dist, labels, -least, chosen, self.indices, rtol=rtol)
         else:
             scores = -self._costs(points, sample_weight, labels, sums, weight, runner)

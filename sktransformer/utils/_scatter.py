@@ -136,9 +136,11 @@ class RowAdder:
         if (compiled and acc.dtype in DTYPES and index.dtype == torch.int64
                 and all(t.dtype == acc.dtype for t in extra) and plain(acc, index, *extra)
                 and compiled_available()):
-            self._arrays = (acc.numpy(), index.numpy(),
-                            None if weight is None else weight.numpy(),
-                            (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy())
+            weight_np = shift_np = None
+            if weight is not None:  # (the weighted loop also takes the shift: zeros if none)
+                weight_np = weight.numpy()
+                shift_np = (acc.new_zeros(acc.shape[1]) if shift is None else shift).numpy()
+            self._arrays = acc.numpy(), index.numpy(), weight_np, shift_np
 
     def __call__(self, sl, source, *, within=None, scratch=None):
         """Add the rows ``source`` of the points ``sl`` (``within``, ``scratch``: as
