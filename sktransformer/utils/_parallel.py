@@ -7,6 +7,8 @@ single-threaded (torch releases the GIL inside ops), so the only synchronization
 sum of the workers' partial results.
 """
 
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import torch
@@ -29,13 +31,62 @@ WORK_PER_WORKER = 1 << 27
 MKL_WORK_PER_WORKER = 1 << 25
 
 
+_shared = None, 0  # the process's worker threads (a pool) and how many
+_shared_lock = threading.Lock()
+_local = threading.local()  # ``worker``: set in the pool's threads
+
+
+def _start_worker():
+    torch.set_num_threads(1)
+    _local.worker = True
+
+
+def _worker_threads(n):
+    """A pool of at least ``n`` worker threads, made once and kept for the next runners.
+
+    A runner that made its own threads and dropped them on exit paid for them in each fit:
+    a new thread started late and ran its first products slowly (MKL's set-up per thread),
+    so that the first layer of a fit at 100,000 x 32, k = 64 took 14-17 ms against 7 for
+    the next ones, the worker's first span being the slow one (its products 4.8-11.5 ms
+    against 3.5-4.2).
+
+    Each thread sets its OpenMP team to one thread when it starts: OpenMP keeps the count
+    per thread, and a new thread starts from the default (every core) until torch's first
+    parallel op syncs it, so a worker whose first op was a oneDNN or MKL product ran it on
+    a team of every core (two threads multiplying (64, 33) x (33, 4096) tiles: 0.96x one
+    thread's throughput, 1.8x with this)."""
+    global _shared
+    with _shared_lock:
+        pool, size = _shared
+        if size < n:
+            if pool is not None:
+                pool.shutdown(wait=False)  # (spans already queued still run)
+            pool = ThreadPoolExecutor(n, thread_name_prefix="sktransformer",
+                                      initializer=_start_worker)
+            _shared = pool, n
+        return pool
+
+
+def _forget_worker_threads():
+    """In a forked child: the parent's threads did not come along (nor may its lock be
+    free), so the next runner makes new ones."""
+    global _shared, _shared_lock
+    _shared, _shared_lock = (None, 0), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker_threads)
+
+
 class ChunkRunner:
     """Run ``fn(start, stop)`` over ``n_workers`` contiguous spans of ``range(n)``.
 
     Use as a context manager: on entry with more than one worker it sets torch's intra-op
-    threads to 1 and starts the threads; on exit it restores the previous thread count.
+    threads to 1 and takes the process's worker threads (made on first use, kept for the
+    next runners); on exit it restores the previous thread count.
     ``torch.set_num_threads`` is process-wide, so torch work in other threads of the program
-    runs single-threaded meanwhile.
+    runs single-threaded meanwhile. A runner entered inside a worker's span runs its spans
+    in that thread (the pool's threads may all be busy: waiting on them would deadlock).
 
     Parameters
     ----------
@@ -69,29 +120,21 @@ class ChunkRunner:
         return cls(n_workers)
 
     def __enter__(self):
-        if self.n_workers > 1:
+        if self.n_workers > 1 and not getattr(_local, "worker", False):
             self._saved_threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            # (the calling thread is one of the workers)
-            # each pool thread sets its own count too: OpenMP keeps it per thread, and a
-            # new thread starts from the default (every core) until torch's first parallel
-            # op syncs it, so a worker whose first op is a oneDNN or MKL product ran it on a
-            # team of every core (two threads multiplying (64, 33) x (33, 4096) tiles: 0.96x
-            # one thread's throughput, 1.8x with this)
-            self._pool = ThreadPoolExecutor(self.n_workers - 1,
-                                            thread_name_prefix="sktransformer",
-                                            initializer=torch.set_num_threads, initargs=(1,))
+            torch.set_num_threads(1)  # (the calling thread is one of the workers)
+            self._pool = _worker_threads(self.n_workers - 1)
         return self
 
     def __exit__(self, *exc):
         if self._pool is not None:
-            self._pool.shutdown()
             self._pool = None
             torch.set_num_threads(self._saved_threads)
         return False
 
     def map(self, fn, n):
-        """``[fn(start, stop) for each span]``, in span order."""
+        """``[fn(start, stop) for each span]``, in span order (one span, ``(0, n)``, with
+        one worker or none taken)."""
         if self._pool is None:
             return [fn(0, n)]
         # grad and inference modes are thread-local: carry the caller's into the workers

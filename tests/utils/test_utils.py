@@ -135,6 +135,70 @@ def test_chunk_runner_maps_in_span_order_and_waits_for_its_threads_on_error():
         assert sorted(done) == [(0, 3), (3, 6)]  # the others finished before the error left
 
 
+def test_chunk_runners_share_their_worker_threads_and_nest():
+    import threading
+
+    from sktransformer.utils import ChunkRunner
+    seen = []
+
+    def span(lo, hi):
+        seen.append(threading.current_thread())  # (objects: a new thread may reuse an id)
+        return hi - lo
+
+    with ChunkRunner(2) as runner:
+        runner.map(span, 10)
+    first = set(seen) - {threading.current_thread()}
+    for _ in range(3):
+        with ChunkRunner(2) as runner:
+            assert runner.map(span, 10) == [5, 5]
+    workers = set(seen) - {threading.current_thread()}
+    alive = set(threading.enumerate())
+    assert first and all(t in alive for t in workers)  # kept from one runner to the next
+
+    def outer(lo, hi):  # a runner inside a span: in a worker, its spans run there
+        with ChunkRunner(2) as inner:
+            return [(a, b, threading.get_ident() == me)
+                    for a, b, me in inner.map(lambda a, b: (a, b, threading.get_ident()),
+                                              hi - lo)]
+
+    parts = []
+
+    def nested():
+        with ChunkRunner(2) as runner:
+            parts.extend(runner.map(outer, 10))
+
+    thread = threading.Thread(target=nested, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "a nested runner waited on busy worker threads"
+    assert parts[0] == [(0, 5, True)]  # in the worker: one span, in its own thread
+    assert [p[:2] for p in parts[1]] == [(0, 2), (2, 5)]  # in the caller: two spans
+
+
+def _map_in_child():
+    from sktransformer.utils import ChunkRunner
+    with ChunkRunner(2) as runner:
+        assert runner.map(lambda lo, hi: hi - lo, 10) == [5, 5]
+
+
+@pytest.mark.filterwarnings("ignore:This process:DeprecationWarning")
+def test_chunk_runner_works_in_a_forked_child():
+    import multiprocessing
+    import os
+
+    from sktransformer.utils import ChunkRunner
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    with ChunkRunner(2) as runner:  # the parent's worker thread exists, idle
+        runner.map(lambda lo, hi: None, 10)
+    child = multiprocessing.get_context("fork").Process(target=_map_in_child)
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0  # (a child submitting to its parent's threads hung)
+
+
 def test_fit_leaves_torch_threads_as_it_found_them():
     from sktransformer import TransformerKMeans
     before = torch.get_num_threads()
