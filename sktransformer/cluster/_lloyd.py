@@ -163,10 +163,8 @@ class PointTokens:
                 self.score.slots(chunk.x_sq, chunk.slots)
             if onednn and len(chunk.tokens) >= _ONEDNN_MIN_ROWS:
                 scores = matmul_nt(keys, chunk.tokens)
-            elif chunk.tile is not None:
-                scores = torch.mm(keys, chunk.tokens_t, out=chunk.tile)
             else:
-                scores = matmul_nt(keys, chunk.tokens, onednn=False)
+                scores = torch.mm(keys, chunk.tokens_t, out=chunk.tile)
             yield chunk, scores
             del scores  # (before the next product allocates its tile)
 
@@ -210,9 +208,10 @@ class Chunk:
 
     ``sl``: the rows; ``x``, ``x_sq``: their points and what the score needs of them;
     ``tokens`` (its ``points`` and ``slots`` columns, and ``tokens_t``, its transpose): the
-    span's token buffer, the chunk's rows of it; ``tile``: the span's score tile for a full
-    chunk (None for the last, partial one: it gets a fresh tile), and ``image``, the tile
-    as :func:`hard_assign`'s pool reads it (on the CPU).
+    span's token buffer, the chunk's rows of it; ``tile``: the span's score tile, its
+    first ``k x rows`` values for the last, partial chunk (which took a fresh tile, through
+    ``torch.matmul``, before), and ``image``, the tile as :func:`hard_assign`'s pool reads
+    it (on the CPU).
     """
 
     __slots__ = ("sl", "x", "x_sq", "tokens", "points", "slots", "tokens_t", "tile", "image")
@@ -223,9 +222,8 @@ class Chunk:
         self.tokens = buffer[:m]
         self.points, self.slots = self.tokens[:, :owner.d], self.tokens[:, owner.d:]
         self.tokens_t = self.tokens.T
-        self.tile = tile if m == len(buffer) else None
-        self.image = (None if self.tile is None or tile.device.type != "cpu"
-                      else _pool_image(tile))
+        self.tile = tile.view(-1)[:len(tile) * m].view(len(tile), m)
+        self.image = _pool_image(self.tile) if tile.device.type == "cpu" else None
 
     def image_of(self, scores):
         """The pool's image of this chunk's scores: made once for the span's tile (None
