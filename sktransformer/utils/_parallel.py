@@ -58,12 +58,11 @@ def _worker_threads(n):
     global _shared
     with _shared_lock:
         pool, size = _shared
-        if size < n:
-            if pool is not None:
-                pool.shutdown(wait=False)  # (spans already queued still run)
-            pool = ThreadPoolExecutor(n, thread_name_prefix="sktransformer",
+        if size < n:  # (threads are made as spans come: at most as many as run at once)
+            size = max(n, os.cpu_count() or 1)
+            pool = ThreadPoolExecutor(size, thread_name_prefix="sktransformer",
                                       initializer=_start_worker)
-            _shared = pool, n
+            _shared = pool, size  # (a runner holding the last pool still uses it)
         return pool
 
 

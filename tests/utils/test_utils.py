@@ -136,6 +136,7 @@ def test_chunk_runner_maps_in_span_order_and_waits_for_its_threads_on_error():
 
 
 def test_chunk_runners_share_their_worker_threads_and_nest():
+    import os
     import threading
 
     from sktransformer.utils import ChunkRunner
@@ -154,6 +155,11 @@ def test_chunk_runners_share_their_worker_threads_and_nest():
     workers = set(seen) - {threading.current_thread()}
     alive = set(threading.enumerate())
     assert first and all(t in alive for t in workers)  # kept from one runner to the next
+
+    with ChunkRunner(2) as runner:  # a runner needing more threads than the pool has
+        with ChunkRunner((os.cpu_count() or 1) + 2) as more:  # leaves this one its pool
+            assert sum(more.map(span, 10)) == 10
+        assert runner.map(span, 10) == [5, 5]
 
     def outer(lo, hi):  # a runner inside a span: in a worker, its spans run there
         with ChunkRunner(2) as inner:
