@@ -209,9 +209,9 @@ class Chunk:
     ``sl``: the rows; ``x``, ``x_sq``: their points and what the score needs of them;
     ``tokens`` (its ``points`` and ``slots`` columns, and ``tokens_t``, its transpose): the
     span's token buffer, the chunk's rows of it; ``tile``: the span's score tile, its
-    first ``k x rows`` values for the last, partial chunk (which took a fresh tile, through
-    ``torch.matmul``, before), and ``image``, the tile as :func:`hard_assign`'s pool reads
-    it (on the CPU).
+    first ``k x rows`` values for the last, partial chunk (a fresh tile per layer for it
+    had doubled a fit's peak memory at 200,000 x 128, k = 256: 35 against 17.7 MB), and
+    ``image``, the tile as :func:`hard_assign`'s pool reads it (on the CPU).
     """
 
     __slots__ = ("sl", "x", "x_sq", "tokens", "points", "slots", "tokens_t", "tile", "image")

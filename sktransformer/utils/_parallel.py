@@ -134,8 +134,8 @@ class ChunkRunner:
         return False
 
     def map(self, fn, n):
-        """``[fn(start, stop) for each span]``, in span order (one span, ``(0, n)``, with
-        one worker or none taken)."""
+        """``[fn(start, stop) for each span]``, in span order; the one span ``(0, n)``
+        with one worker, or for a runner entered in a worker's span."""
         if self._pool is None:
             return [fn(0, n)]
         # grad and inference modes are thread-local: carry the caller's into the workers
