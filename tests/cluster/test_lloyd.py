@@ -109,14 +109,16 @@ def test_layers_reuse_their_spans_buffers():
     with ChunkRunner(2) as runner:
         first = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
                              runner=runner)
-        buffers = {key: [(c.tokens.data_ptr(), c.tile is not None and c.tile.data_ptr())
-                         for c in chunks] for key, chunks in points._cache.items()}
+        buffers = {key: [(c.tokens.data_ptr(), c.tile.data_ptr()) for c in chunks]
+                   for key, chunks in points._cache.items()}
         again = _lloyd.layer(points, None, centers, labels=labels, min_dist=min_dist,
                              runner=runner)
     assert len(buffers) == 2  # one per span
-    assert buffers == {key: [(c.tokens.data_ptr(), c.tile is not None and c.tile.data_ptr())
-                             for c in chunks] for key, chunks in points._cache.items()}
-    torch.testing.assert_close(first, again)
+    assert buffers == {key: [(c.tokens.data_ptr(), c.tile.data_ptr()) for c in chunks]
+                       for key, chunks in points._cache.items()}
+    # every chunk of a span, its last, partial one too, scores into the span's one tile
+    assert all(len({tile for _, tile in chunks}) == 1 for chunks in buffers.values())
+    assert all(torch.equal(a, b) for a, b in zip(first, again))  # fixed spans: same bits
     # a pass over all the rows (one span) reuses the buffers of the span from row 0
     whole = points._chunks(0, 1000, 4)
     assert whole[0].tokens.data_ptr() == points._chunks(0, 500, 4)[0].tokens.data_ptr()
