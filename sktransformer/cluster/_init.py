@@ -59,19 +59,26 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
     indices[0] = first[0]
     centers = torch.empty(n_clusters, d, dtype=points.dtype, device=points.device)
     centers[0] = points.rows_of(first[0])
-    closest = sq_distances(points, centers[:1])[:, 0].to(torch.float64)
-    potential, kept = _potential(closest, w, trim, sample_weight is not None)
+    # distances in the points' dtype (those of float32 points are float32 numbers either
+    # way); the sampling's cumulative weights in float64
+    closest = sq_distances(points, centers[:1], by_center=True)[0]
+    kept = None if trim == 0 else _potential(closest, w, trim, sample_weight is not None)[1]
+    w_points = w.to(points.dtype)
     for c in range(1, n_clusters):
-        draws = torch.rand(n_local_trials, dtype=torch.float64, generator=generator,
-                           device=gen_device).to(points.device) * potential
         mass = w * closest if kept is None else w * closest * kept
         cumulative = torch.cumsum(mass, 0)
+        draws = torch.rand(n_local_trials, dtype=torch.float64, generator=generator,
+                           device=gen_device).to(points.device) * cumulative[-1]
         candidates = torch.searchsorted(cumulative, draws).clamp_(max=n - 1)
         cand = points.rows_of(candidates)
-        dist = torch.minimum(closest, sq_distances(points, cand).T.to(torch.float64))
-        trials = [_potential(row, w, trim, sample_weight is not None) for row in dist]
-        best = min(range(len(trials)), key=lambda t: trials[t][0])
-        potential, kept = trials[best]
+        dist = sq_distances(points, cand, by_center=True)  # (trials, n)
+        torch.minimum(dist, closest, out=dist)
+        if trim == 0:  # each candidate's potential: one product, as scikit-learn's
+            best = int(torch.argmin(dist @ w_points))  # (the first of equal ones)
+        else:
+            trials = [_potential(row, w, trim, sample_weight is not None) for row in dist]
+            best = min(range(len(trials)), key=lambda t: trials[t][0])
+            kept = trials[best][1]
         closest = dist[best]
         indices[c] = candidates[best]
         centers[c] = cand[best]

@@ -312,3 +312,22 @@ def test_passes_of_mkl_products_share_among_workers_from_less_work(monkeypatch):
         assert _runner(points, centers).n_workers == n_workers
     small = _lloyd.PointTokens(X[:20_000], rows=8192)  # 1.1e7: the calling thread
     assert _runner(small, centers[:16]).n_workers == 1
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sq_distances_by_point_and_by_center(sparse):
+    import scipy.sparse as sp
+
+    from sktransformer.cluster._sparse import SparsePointTokens
+    gen = torch.Generator().manual_seed(0)
+    X = torch.rand(300, 7, generator=gen, dtype=torch.float64)
+    X[X < 0.5] = 0.0
+    centers = torch.rand(5, 7, generator=gen, dtype=torch.float64)
+    points = (SparsePointTokens(sp.csr_matrix(X.numpy()), "cpu", rows=64) if sparse
+              else _lloyd.PointTokens(X, rows=64))  # (not shifted: centers as they are)
+    exact = torch.cdist(X, centers).square()
+    by_point = _lloyd.sq_distances(points, centers)
+    by_center = _lloyd.sq_distances(points, centers, by_center=True)
+    assert by_point.shape == (300, 5) and by_center.shape == (5, 300)
+    torch.testing.assert_close(by_point, exact)
+    assert torch.equal(by_center, by_point.T)  # the same numbers, laid out by center
