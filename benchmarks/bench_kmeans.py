@@ -3,6 +3,11 @@
     python benchmarks/bench_kmeans.py                 # the three configurations of issue 8
     python benchmarks/bench_kmeans.py --configs 0 --repeats 5
     python benchmarks/bench_kmeans.py --configs --variants 0 3   # only the variants table
+    python benchmarks/bench_kmeans.py --configs --variants --seeding 0 1 2   # k-means++
+
+The third table (``--seeding``) times the default start: one layer from k-means++ seeding
+(``init="k-means++", max_iter=1``, each fit its own seed), scikit-learn's
+KMeans against hard TransformerKMeans, the seeding being most of it.
 
 The second table times each clustering variant's layer against hard TransformerKMeans' on
 the same data and init (``tol=0``; a layer's time is the difference of a 20-layer fit and
@@ -138,6 +143,35 @@ VARIANTS = {
 }
 # the Euclidean medoid cost is O(n^2 d / k) per layer: only on the small configuration
 QUADRATIC = {"TransformerKMedoids euclidean"}
+
+
+def run_seeding(configs, repeats):
+    """k-means++ seeding and one layer, scikit-learn against sktransformer (the seeds
+    differ between the libraries' generators, the work does not)."""
+    from sklearn.cluster import KMeans
+
+    from sktransformer import TransformerKMeans
+    rows = []
+    for config in configs:
+        n, d, k = CONFIGS[config]
+        X, _ = make_data(n, d, k)
+        seed = iter(range(10**6))
+        fits = {
+            "sklearn": lambda: KMeans(k, n_init=1, max_iter=1, random_state=next(seed)).fit(X),
+            "sktransformer": lambda: TransformerKMeans(k, n_init=1, max_iter=1, device="cpu",
+                                                       random_state=next(seed)).fit(X),
+        }
+        for fit in fits.values():
+            fit()  # warm up (and load numba's loops)
+        times, _ = interleaved(fits, repeats, f"k-means++ n={n} d={d} k={k}")
+        for lib in fits:
+            rows.append({"config": f"n={n} d={d} k={k}", "library": lib,
+                         "time_s": min(times[lib]),
+                         "median_s": float(np.median(times[lib])),
+                         **paired(np.array(times[lib]) / np.array(times["sklearn"]))})
+    print_table(rows, ["config", "library", "time_s", "median_s", "paired_ratio_median",
+                       "paired_ratio_mean", "paired_ratio_se"])
+    return rows
 
 
 def paired(ratios):
@@ -279,6 +313,8 @@ def main(argv=None):
     parser.add_argument("--configs", type=int, nargs="*", default=[0, 1, 2])
     parser.add_argument("--variants", type=int, nargs="*", default=[0, 3],
                         help="configurations of the variants table (3 = 20000 x 32, k=16)")
+    parser.add_argument("--seeding", type=int, nargs="*", default=[],
+                        help="configurations of the k-means++ table (one layer from it)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--memory-repeats", type=int, default=5,
@@ -330,9 +366,11 @@ def main(argv=None):
     if results:
         print_table(results, header)
     variants = run_variants(args.variants, args.repeats) if args.variants else []
+    seeding = run_seeding(args.seeding, args.repeats) if args.seeding else []
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"libraries": results, "variants": variants}, f, indent=1)
+            json.dump({"libraries": results, "variants": variants, "seeding": seeding}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":
