@@ -16,7 +16,7 @@ import math
 import numpy as np
 import torch
 
-from ..utils import LANES, flatnonzero, greater, spread
+from ..utils import LANES, flatnonzero, greater, spread, through_numpy
 
 
 def group_max(values, groups, n_groups):
@@ -285,7 +285,17 @@ def group_argmax(scores, groups, n_groups, *, incumbent=None, rtol=0.0):
 def keep_incumbent(scores, groups, best, chosen, incumbent, *, rtol=0.0):
     """:func:`group_argmax`'s rule for its ``incumbent``, given each group's ``best`` score
     and ``chosen`` key (-1 for an empty group): a group keeps its incumbent (an index, or
-    -1 for none) when it is a member whose score is within ``rtol * |best|`` of the best."""
+    -1 for none) when it is a member whose score is within ``rtol * |best|`` of the best.
+
+    On the CPU by numpy's ops on the groups' few values (a k-medoids layer at 20,000 x 32,
+    k = 16 spent 87 us in torch's, of its update's 430)."""
+    if through_numpy(scores, groups, best, chosen, incumbent):
+        scores, groups, best, chosen, incumbent = (
+            t.numpy() for t in (scores, groups, best, chosen, incumbent))
+        safe = np.maximum(incumbent, 0)
+        close = scores[safe] >= best - rtol * np.abs(best)
+        keep = (incumbent >= 0) & (groups[safe] == np.arange(len(best))) & close
+        return torch.from_numpy(np.where(keep, incumbent, chosen))
     safe = incumbent.clamp(min=0)
     own = torch.arange(len(best), device=scores.device)
     close = scores[safe] >= best - rtol * best.abs()

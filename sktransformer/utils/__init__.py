@@ -16,7 +16,7 @@ from ._arrays import (
     torch_dtype,
 )
 from ._chunks import chunk_rows, iter_chunks, sample_stride
-from ._compare import flatnonzero, greater
+from ._compare import flatnonzero, greater, through_numpy
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._nearest import nearest_members, nearest_members_available
@@ -77,6 +77,7 @@ __all__ = [
     "spread",
     "squared_scale_error",
     "StrOptions",
+    "through_numpy",
     "to_numpy",
     "to_output",
     "to_tensor",

@@ -13,21 +13,22 @@ import torch
 _NUMPY_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
 
 
-def _numpy(*tensors):
-    """Whether every tensor is a CPU tensor of a dtype numpy has (and needs no grad)."""
+def through_numpy(*tensors):
+    """Whether every tensor is a CPU tensor of a dtype numpy has (and needs no grad): then
+    ``t.numpy()`` shares its memory, and numpy's ops serve."""
     return all(t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES and not t.requires_grad
                for t in tensors)
 
 
 def greater(a, b):
     """``a > b`` (broadcasting) as a bool tensor."""
-    if _numpy(a, b):
+    if through_numpy(a, b):
         return torch.from_numpy(np.greater(a.numpy(), b.numpy()))
     return a > b
 
 
 def flatnonzero(mask):
     """Indices (int64, 1-d) of the true values of a bool tensor, in order."""
-    if _numpy(mask):
+    if through_numpy(mask):
         return torch.from_numpy(np.flatnonzero(mask.numpy()).astype(np.int64, copy=False))
     return torch.nonzero(mask.flatten()).flatten()

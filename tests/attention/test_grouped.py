@@ -123,6 +123,32 @@ def test_group_argmax_ties_and_incumbent(lanes, monkeypatch):
                         incumbent=incumbent, rtol=1e-6).tolist() == [2, 4, -1]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_keep_incumbent_by_numpy_is_torchs_rule(dtype, monkeypatch):
+    # on the CPU keep_incumbent runs numpy's ops: the same choices as torch's, on ties
+    # within rtol, incumbents outside their group, none (-1) and an empty group
+    from sktransformer.attention import _grouped
+
+    scores, groups, k, _ = _problem(5, n=300, k=9)
+    scores = (scores * 4).round().to(dtype) / 4  # (many exact ties)
+    best = _grouped.group_max(scores, groups, k)
+    chosen = group_argmax(scores, groups, k)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        incumbent = torch.randint(-1, len(scores), (k,), generator=g)
+        for rtol in (0.0, 1e-2):
+            got = _grouped.keep_incumbent(scores, groups, best, chosen, incumbent, rtol=rtol)
+            with monkeypatch.context() as m:
+                m.setattr(_grouped, "through_numpy", lambda *tensors: False)
+                want = _grouped.keep_incumbent(scores, groups, best, chosen, incumbent,
+                                               rtol=rtol)
+            assert got.dtype == want.dtype == torch.int64
+            assert got.tolist() == want.tolist()
+    kept = _grouped.keep_incumbent(scores, groups, best, chosen, chosen.clamp(min=0))
+    assert kept[chosen >= 0].tolist() == chosen[chosen >= 0].tolist()
+    assert kept[3] == -1  # (group 3 is empty: no member to keep)
+
+
 def test_gumbel_max_draws_from_the_softmax():
     g = torch.Generator().manual_seed(0)
     scores = torch.tensor([0.0, 1.0, 2.0, -1.0, 0.5], dtype=torch.float64)
