@@ -16,7 +16,7 @@ import torch
 
 from ..attention import get_score
 from ..utils import iter_chunks, to_tensor
-from ._lloyd import PointTokens
+from ._lloyd import PointTokens, rows_out
 
 
 class _Chunk:
@@ -36,6 +36,10 @@ class _Chunk:
     def image_of(self, scores):
         """(The scores are a fresh tile: :func:`~._lloyd.hard_assign` reads it itself.)"""
         return None
+
+    def outs(self, labels, min_dist):
+        """(A chunk made for one layer: its views are made each time.)"""
+        return rows_out(self.sl, labels, min_dist)
 
 
 class SparsePointTokens(PointTokens):

@@ -125,6 +125,27 @@ def test_layers_reuse_their_spans_buffers():
     assert len(points._buffer_cache) == 2
 
 
+def test_chunks_keep_their_views_of_the_label_buffers_a_fit_alternates():
+    # each chunk keeps its views of a layer's labels and distances for the buffers it saw
+    # last: run_layers alternates two label buffers, its final assignment takes new ones
+    X = torch.rand(700, 3, dtype=torch.float64)
+    points = _lloyd.PointTokens(X, rows=128)
+    centers = X[:5].clone()
+    want, want_dist = _lloyd.assign(_lloyd.PointTokens(X, rows=700), centers)
+    dist = torch.empty(700, dtype=X.dtype)
+    buffers = [torch.full((700,), -1, dtype=torch.long) for _ in range(3)]
+    for labels in buffers[:2] + buffers[:2] + buffers[2:]:
+        labels.fill_(-1)
+        dist.fill_(-1.0)
+        _lloyd.layer(points, None, centers, labels=labels, min_dist=dist)
+        assert torch.equal(labels, want) and torch.allclose(dist, want_dist)
+        chunks = points._cache[0, 700, 5]
+        assert all(len(c._outs) <= 2 for c in chunks)  # (a third pair: the old ones go)
+        assert all(c.outs(labels, dist)[0].data_ptr() == labels[c.sl].data_ptr()
+                   for c in chunks)
+    assert all(list(c._outs) == [(buffers[2].data_ptr(), dist.data_ptr())] for c in chunks)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_products_without_onednn_score_into_the_reused_tile(dtype, monkeypatch):
     # a fresh tile per chunk from torch.matmul, where oneDNN does not take the product
