@@ -210,8 +210,9 @@ class Chunk:
     ``tokens`` (its ``points`` and ``slots`` columns, and ``tokens_t``, its transpose): the
     span's token buffer, the chunk's rows of it; ``tile``: the span's score tile, its
     first ``k x rows`` values for the last, partial chunk (a fresh tile per layer for it
-    had doubled a fit's peak memory at 200,000 x 128, k = 256: 35 against 17.7 MB), and
-    ``image``, the tile as :func:`hard_assign`'s pool reads it (on the CPU).
+    had doubled a fit's peak memory at 200,000 x 128, k = 256: 35 against 17.7 MB),
+    ``image``, the tile as :func:`hard_assign`'s pool reads it (on the CPU), and through
+    :meth:`outs`, its rows of the layer's labels and distances.
     """
 
     __slots__ = ("sl", "x", "x_sq", "tokens", "points", "slots", "tokens_t", "tile", "image",
