@@ -28,7 +28,16 @@ import time
 
 import numpy as np
 from _common import Steal, blas_kernels
-from bench_kmeans import ITERS, PAUSE_S, QUADRATIC, VARIANT_CONFIGS, VARIANTS, make_data, warm_up
+from bench_kmeans import (
+    ITERS,
+    PAUSE_S,
+    QUADRATIC,
+    VARIANT_CONFIGS,
+    VARIANTS,
+    make_data,
+    paired,
+    warm_up,
+)
 
 from sktransformer.cluster import _lloyd, _updates
 
@@ -95,18 +104,16 @@ def run(config, repeats, seed=0):
     for name in names:
         # the layers after the first (which pays a start-up of several ms), against hard's
         # layers at the same places in the fit of the same repeat
-        same = np.array([b[1:].sum() / h[1:len(b)].sum()
-                         for b, h in zip(blocks[name], blocks[hard])])
-        loops = np.array(loop[name]) / np.array(loop[hard])
+        same = paired([b[1:].sum() / h[1:len(b)].sum()
+                       for b, h in zip(blocks[name], blocks[hard])])
+        loops = paired(np.array(loop[name]) / np.array(loop[hard]))
         print(f"| {name} | {len(blocks[name][0])} | "
               f"{1e3 * np.median([b[1:].mean() for b in blocks[name]]):.3f} | "
-              f"{same.mean():.3f} +- {_se(same):.3f} ({np.median(same):.3f}) | "
+              f"{same['paired_ratio_mean']:.3f} +- {same['paired_ratio_se']:.3f} "
+              f"({same['paired_ratio_median']:.3f}) | "
               f"{1e3 * np.median(loop[name]):.3f} | "
-              f"{loops.mean():.3f} +- {_se(loops):.3f} |", flush=True)
-
-
-def _se(values):
-    return values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+              f"{loops['paired_ratio_mean']:.3f} +- {loops['paired_ratio_se']:.3f} |",
+              flush=True)
 
 
 def main():
