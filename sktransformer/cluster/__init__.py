@@ -4,6 +4,7 @@ One loop (``_lloyd.run_layers``, driven by ``_base.BaseCircuitClustering``); eac
 estimator is a choice of center-update block (``_updates.py``).
 """
 
+from ._base import neg_inertia_scorer
 from ._circuit import KMeansCircuit
 from ._kmeans import TransformerKMeans
 from ._kmedoids import TransformerKMedoids
@@ -24,4 +25,5 @@ __all__ = [
     "TrimmedTransformerKMeans",
     "kmeans_objective",
     "lloyd_step",
+    "neg_inertia_scorer",
 ]

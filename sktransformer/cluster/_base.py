@@ -43,9 +43,12 @@ from ..utils import (
     to_tensor,
     torch_dtype,
 )
-from . import _dask, _lloyd
+from . import _dask, _likelihood, _lloyd
 from ._init import initial_generator, kmeans_plusplus, random_rows
 from ._sparse import mean_and_mean_variance, point_tokens
+
+# the fitted mixtures' arrays (each estimator sets some of them; see _fit_mixture)
+MIXTURE_ATTRIBUTES = ("mixture_weights_", "covariances_", "concentrations_", "scales_")
 
 COMMON_CONSTRAINTS = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -140,7 +143,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
     _attention = "euclidean"
     _center_data = True  # shift the points by their mean (float32 precision)
-    _array_attributes = ("cluster_centers_", "labels_")
+    _array_attributes = ("cluster_centers_", "labels_") + MIXTURE_ATTRIBUTES
     _accepts_sparse = False  # scipy sparse X (CSR), for the variants that take it
 
     def __sklearn_tags__(self):
@@ -334,6 +337,10 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             self.cluster_centers_ = to_numpy(centers + points.shift)
             self.labels_ = to_numpy(labels.to(torch.int32))  # (half the copy off a GPU)
             self._store(update, points)
+            # the mixture's spreads: each member's cost at its final center
+            _, min_dist = _lloyd.assign(points, centers)
+            self._set_mixture(self.labels_, to_numpy(self._point_cost(min_dist)),
+                              sample_weight)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
         self._n_features_out = self.n_clusters
@@ -419,8 +426,88 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             labels, min_dist = self._assign(X)
             return to_numpy(self._point_cost(min_dist)).astype(np.float64), to_numpy(labels)
 
+    # -- the mixture model: score, bic, aic (_likelihood.py) ----------------------------
+
+    def _fit_mixture(self, weight, cost):
+        """The fitted mixture's attributes, from each cluster's weight and summed cost
+        (:func:`~sktransformer.cluster._likelihood.member_sums` of the training points).
+        Here an isotropic Gaussian mixture: its weights and per-cluster variances."""
+        self.mixture_weights_ = _likelihood.mixture_weights(weight)
+        self.covariances_ = _likelihood.gaussian_variances(
+            weight, cost, self.n_features_in_, self._spread_scale(weight, cost))
+
+    def _spread_scale(self, weight, cost):
+        """The data's scale (squared): the floor of the fitted spreads is relative to it."""
+        centers = as_numpy(self.cluster_centers_).astype(np.float64)
+        return float(cost.sum() / weight.sum() + np.square(centers).sum(1).mean())
+
+    def _mixture(self):
+        """``(log weight, offset, slope)`` of the fitted mixture (see ``_likelihood``)."""
+        return _likelihood.gaussian(as_numpy(self.mixture_weights_), as_numpy(self.covariances_),
+                                    self.n_features_in_)
+
+    def _n_parameters(self):
+        """Free parameters of the fitted mixture: centers, spreads and weights."""
+        k, d = self.n_clusters, self.n_features_in_
+        return k * d + k + k - 1
+
+    def _set_mixture(self, labels, cost, sample_weight):
+        """Fit the mixture from the training points' labels (-1: left out) and costs."""
+        weight, summed = _likelihood.member_sums(labels, cost, sample_weight, self.n_clusters)
+        self._fit_mixture(weight, summed)
+
+    def _log_likelihoods(self, X):
+        """Per-sample log-likelihood (numpy float64), and which samples the score counts
+        (None: all), by chunks of the score tiles."""
+        points, centers = self._prepare(X)
+        mixture = self._mixture()
+        out = np.empty(points.n)
+        with torch.inference_mode():
+            for sl, sq_dist in _lloyd.iter_sq_distances(points, centers):
+                out[sl] = _likelihood.log_likelihood(to_numpy(self._point_cost(sq_dist)),
+                                                     mixture)
+        return out, None
+
+    @follows_input
+    def score_samples(self, X):
+        """Log-likelihood of each sample under the fitted mixture (see :meth:`score`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_likelihood : ndarray of shape (n_samples,)
+            float64.
+        """
+        check_is_fitted(self)
+        if _dask.is_dask(X):
+            return _dask.map_rows(self, self.score_samples, X, dtype=np.float64)
+        return self._log_likelihoods(X)[0]
+
+    def _score_sums(self, X, sample_weight=None):
+        """Summed (weighted) log-likelihood of the samples the score counts, and their
+        weight."""
+        ll, counted = self._log_likelihoods(X)
+        w = check_sample_weight(sample_weight, len(ll), np.float64)
+        w = np.ones(len(ll)) if w is None else w
+        if counted is not None:
+            w = np.where(counted, w, 0.0)
+        ll = np.where(w > 0, ll, 0.0)
+        return float(ll @ w), float(w.sum())
+
     def score(self, X, y=None, sample_weight=None):
-        """Opposite of the objective (the inertia) of X at the fitted centers.
+        """Mean log-likelihood of X under the fitted mixture: a score that selects k.
+
+        The circuit's assignment is the posterior of a mixture (soft k-means: Gaussians of
+        variance ``temperature / 2`` and equal weights; hard k-means: the variances and
+        weights estimated from the fit, see :ref:`model_selection`). Unlike the inertia,
+        which only falls as clusters are added, this score on held-out data peaks near the
+        number of clusters in the data, so ``GridSearchCV`` selects ``n_clusters`` (and
+        ``temperature``) with it. scikit-learn's ``KMeans.score`` (minus the inertia) is
+        :func:`~sktransformer.cluster.neg_inertia_scorer`, and the inertia of X
+        :meth:`inertia`.
 
         Parameters
         ----------
@@ -431,11 +518,83 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         Returns
         -------
         score : float
+            Weighted mean log-likelihood per sample (higher is better).
         """
+        check_is_fitted(self)
         if _dask.is_dask(X):
-            return _dask.score(self, X, sample_weight)
+            total, weight = _dask.score(self, X, sample_weight)
+        else:
+            total, weight = self._score_sums(X, sample_weight)
+        if weight <= 0:
+            raise ValueError("No sample to score: every sample has zero weight or is an "
+                             "outlier.")
+        return total / weight
+
+    def bic(self, X):
+        """Bayesian information criterion of the fitted mixture on X (lower is better).
+
+        ``-2 log L + p log n`` with ``p`` the mixture's free parameters, as
+        ``GaussianMixture.bic``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        bic : float
+        """
+        n = _n_rows(X)
+        return -2 * self.score(X) * n + self._n_parameters() * np.log(n)
+
+    def aic(self, X):
+        """Akaike information criterion of the fitted mixture on X (lower is better):
+        ``-2 log L + 2 p``, as ``GaussianMixture.aic``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        aic : float
+        """
+        return -2 * self.score(X) * _n_rows(X) + 2 * self._n_parameters()
+
+    def inertia(self, X, sample_weight=None):
+        """The objective of X at the fitted centers: scikit-learn's ``-KMeans.score``.
+
+        Sum of the (weighted) squared distances to the closest center (each variant's own
+        objective: trimming leaves the outliers out, k-medoids sums its metric).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        inertia : float
+        """
+        check_is_fitted(self)
+        if _dask.is_dask(X):
+            return _dask.inertia(self, X, sample_weight)
         cost, _ = self._costs(X)
         sample_weight = check_sample_weight(sample_weight, len(cost), np.float64)
         if sample_weight is not None:
             cost = cost * sample_weight
-        return -float(cost.sum())
+        return float(cost.sum())
+
+
+def neg_inertia_scorer(estimator, X, y=None, sample_weight=None):
+    """Minus the inertia of X: scikit-learn's ``KMeans.score``, as a scorer.
+
+    ``GridSearchCV(..., scoring=neg_inertia_scorer)`` ranks models as ``KMeans`` does (the
+    largest ``n_clusters`` of a grid always wins: use it to tune other parameters at a
+    fixed k).
+    """
+    return -estimator.inertia(X, sample_weight=sample_weight)
+
+
+def _n_rows(X):
+    return X.shape[0] if hasattr(X, "shape") else len(X)

@@ -32,7 +32,7 @@ from ..utils import (
     squared_scale_error,
 )
 from . import _dask_blocks as blocks
-from . import _lloyd
+from . import _likelihood, _lloyd
 from ._init import kmeans_plusplus
 from ._updates import Mean, Trim, normalize_rows
 
@@ -223,6 +223,7 @@ def fit(estimator, X, sample_weight):
     estimator._n_features_out = k
     if "thresholds" in best:
         estimator.thresholds_ = best["thresholds"]
+    fit_mixture(estimator, X, sample_weight)
     return int((best["counts"] > 0).sum())
 
 
@@ -423,16 +424,43 @@ def map_rows(estimator, method, X, *, n_columns=None, dtype):
     return X.map_blocks(method, dtype=dtype, chunks=(X.chunks[0], (n_columns,)))
 
 
-def score(estimator, X, sample_weight):
-    """The sum of the blocks' scores (a float; the blocks are scored on the workers)."""
+def _block_sums(estimator, method, X, sample_weight):
+    """``method(x, w)`` of each row block of X (a pair of floats), computed on the workers
+    and added."""
     import dask
 
     X = check_array(estimator, X, reset=False)
     w = _check_weight(sample_weight, X)
     weights = [None] * X.numblocks[0] if w is None else list(w.to_delayed().ravel())
-    parts = [dask.delayed(estimator.score)(x, None, sw)
-             for x, sw in zip(X.to_delayed().ravel(), weights)]
-    return float(sum(dask.compute(*parts)))
+    parts = [dask.delayed(method)(x, sw) for x, sw in zip(X.to_delayed().ravel(), weights)]
+    return np.sum(np.asarray(dask.compute(*parts), dtype=np.float64), axis=0)
+
+
+def score(estimator, X, sample_weight):
+    """The summed log-likelihood of the samples the score counts, and their weight."""
+    return tuple(float(v) for v in _block_sums(estimator, estimator._score_sums, X,
+                                               sample_weight))
+
+
+def inertia(estimator, X, sample_weight):
+    """The inertia of X, summed over its blocks."""
+    return float(_block_sums(estimator, lambda x, w: [estimator.inertia(x, w)], X,
+                             sample_weight)[0])
+
+
+def _member_block(estimator, x, w):
+    cost, labels = estimator._costs(x)
+    k = estimator.n_clusters
+    weight, summed = _likelihood.member_sums(labels, cost, w, k)
+    return np.concatenate([weight, summed])
+
+
+def fit_mixture(estimator, X, sample_weight):
+    """The fitted estimator's mixture, from its members' costs summed over the blocks."""
+    k = estimator.n_clusters
+    sums = _block_sums(estimator, functools.partial(_member_block, estimator), X,
+                       sample_weight)
+    estimator._fit_mixture(sums[:k], sums[k:])
 
 
 def by_blocks(*, columns):

@@ -1,7 +1,7 @@
 """TransformerKMeans: scikit-learn's KMeans API over the k-means transformer circuit."""
 
 import os
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,9 +29,15 @@ from ..utils import (
     to_tensor,
 )
 from . import _dask, _lloyd
-from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering, check_sample_weight
+from ._base import (
+    COMMON_CONSTRAINTS,
+    MIXTURE_ATTRIBUTES,
+    BaseCircuitClustering,
+    check_sample_weight,
+)
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
+from ._swaps import swap_centers
 from ._updates import Mean
 
 
@@ -94,6 +100,14 @@ default="k-means++"
     batch_size : int or None, default=None
         Points processed per chunk; ``None`` chooses so that the ``(chunk, n_clusters)``
         score tile is about 2 MiB. Memory, not the result, depends on it.
+    swaps : "auto" or int, default="auto"
+        Hard k-means: at most this many center swaps after the layers converge (the least
+        useful center moves onto the farthest member of the costliest cluster and the
+        layers run again; kept only when the inertia falls: I-k-means-+, Ismkhan 2018).
+        They repair the local optimum one initialization often leaves (two centers in one
+        cluster, one across two), which is what selecting ``n_clusters`` by :meth:`score`
+        needs. ``"auto"``: ``n_clusters`` for ``"k-means++"``, ``"random"`` and a callable,
+        0 for an array (the layers from that start exactly, as ``KMeans``).
 
     Attributes
     ----------
@@ -136,11 +150,13 @@ default="k-means++"
         "temperature": [None, Interval(Real, 0, None, closed="neither")],
         "attention": [StrOptions(set(SCORES))],
         "weights": [None, str, os.PathLike, LearnedKMeansLayer],
+        "swaps": [StrOptions({"auto"}), Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(self, n_clusters=8, *, temperature=None, attention="euclidean",
                  weights=None, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
-                 device="auto", random_state=None, verbose=0, batch_size=None):
+                 device="auto", random_state=None, verbose=0, batch_size=None,
+                 swaps="auto"):
         self.n_clusters = n_clusters
         self.temperature = temperature
         self.attention = attention
@@ -153,6 +169,7 @@ default="k-means++"
         self.random_state = random_state
         self.verbose = verbose
         self.batch_size = batch_size
+        self.swaps = swaps
 
     @property
     def _attention(self):
@@ -188,7 +205,7 @@ default="k-means++"
                 f"n_clusters={self.n_clusters}).fit().layer_ and pass it as weights."
             )
 
-    _array_attributes = ("cluster_centers_", "labels_", "counts_")
+    _array_attributes = ("cluster_centers_", "labels_", "counts_") + MIXTURE_ATTRIBUTES
 
     def _dask_update(self):
         if self.weights is not None:
@@ -197,9 +214,24 @@ default="k-means++"
                              "input use weights=None (the exact circuit).")
         return {"update": "mean", "temperature": self.temperature}
 
+    def _max_swaps(self):
+        if self.temperature is not None:
+            return 0
+        if self.swaps != "auto":
+            return self.swaps
+        return self.n_clusters if isinstance(self.init, str) or callable(self.init) else 0
+
     def _run(self, points, sample_weight, centers, update, tol, runner):
         if self.weights is None:
-            return super()._run(points, sample_weight, centers, update, tol, runner)
+            result = super()._run(points, sample_weight, centers, update, tol, runner)
+            max_swaps = self._max_swaps()
+            if max_swaps:
+                def run(start):  # (a swap's trial: the layers again, silently)
+                    return _lloyd.run_layers(points, sample_weight, start, update=update,
+                                             max_iter=self.max_iter, tol=tol, runner=runner)
+
+                result = swap_centers(points, sample_weight, result, run, max_swaps=max_swaps)
+            return result
         return run_learned(resolve_weights(self.weights), points, centers,
                            max_iter=self.max_iter, tol=tol, verbose=self.verbose,
                            runner=runner)
@@ -276,6 +308,7 @@ default="k-means++"
             self.counts_ = to_numpy(total)
             labels, min_dist = _lloyd.assign(points, centers)
             self.labels_ = to_numpy(labels.to(torch.int32))  # (half the copy off a GPU)
+            self._set_mixture(self.labels_, to_numpy(min_dist), sample_weight)  # (the batch's)
             cost = min_dist if wt is None else min_dist * wt
             self.inertia_ = float(cost.sum())
         self.n_steps_ += 1
@@ -291,6 +324,18 @@ default="k-means++"
         rows = _lloyd.layer_rows(Xt.shape[0], self.n_clusters, Xt.shape[1], self.batch_size,
                                  Xt.device)
         return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+
+    def _fit_mixture(self, weight, cost):
+        if self.temperature is None:
+            return super()._fit_mixture(weight, cost)
+        # the softmax's own mixture: equal weights, the variance the temperature sets
+        self.mixture_weights_ = np.full(self.n_clusters, 1.0 / self.n_clusters)
+        self.covariances_ = np.full(self.n_clusters, self.temperature / 2.0)
+
+    def _n_parameters(self):
+        if self.temperature is None:
+            return super()._n_parameters()
+        return self.n_clusters * self.n_features_in_  # (only the centers are fitted)
 
     def _is_soft(self):
         return self.temperature is not None

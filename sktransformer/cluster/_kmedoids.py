@@ -5,9 +5,9 @@ from numbers import Real
 import numpy as np
 import torch
 
-from ..utils import Interval, StrOptions, to_numpy
-from . import _lloyd
-from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ..utils import Interval, StrOptions, as_numpy, to_numpy
+from . import _likelihood, _lloyd
+from ._base import COMMON_CONSTRAINTS, MIXTURE_ATTRIBUTES, BaseCircuitClustering
 from ._init import kmeans_plusplus, random_rows
 from ._updates import Medoid
 
@@ -108,7 +108,7 @@ class TransformerKMedoids(BaseCircuitClustering):
         self.verbose = verbose
         self.batch_size = batch_size
 
-    _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_")
+    _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_") + MIXTURE_ATTRIBUTES
 
     def _tol(self, mean_variance):
         return 0.0  # stop when no medoid moves
@@ -146,3 +146,19 @@ class TransformerKMedoids(BaseCircuitClustering):
         return sq_dist.sqrt() if self.metric == "euclidean" else sq_dist
 
     _distance = _point_cost
+
+    # the mixture behind ``score``: Gaussian for "sqeuclidean", radial Laplace densities
+    # exp(-||x - m|| / b) for "euclidean" (the distance is the log-density's slope)
+    def _fit_mixture(self, weight, cost):
+        if self.metric == "sqeuclidean":
+            return super()._fit_mixture(weight, cost)
+        self.mixture_weights_ = _likelihood.mixture_weights(weight)
+        self.scales_ = _likelihood.laplace_scales(
+            weight, cost, self.n_features_in_, np.sqrt(self._spread_scale(weight, cost)))
+
+    def _mixture(self):
+        if self.metric == "sqeuclidean":
+            return super()._mixture()
+        return _likelihood.radial_laplace(as_numpy(self.mixture_weights_),
+                                          as_numpy(self.scales_),
+                                          self.n_features_in_)

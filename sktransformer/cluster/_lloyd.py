@@ -361,6 +361,17 @@ def sq_distances(points, centers, *, runner=_SERIAL, by_center=False):
     return out.clamp_(min=0.0)
 
 
+def iter_sq_distances(points, centers):
+    """Yield ``(rows, sq_dist)``: the squared distances of the chunk ``rows`` of the points
+    to every center, shape (m, n_clusters), one chunk at a time (memory bounded by the
+    chunk, as the layer's)."""
+    keys = points.keys(centers)
+    for chunk, scores in points.chunks(keys, 0, points.n):
+        sq_dist = points.sq_dist(chunk, scores).T.clamp(min=0.0)
+        del scores
+        yield chunk.sl, sq_dist
+
+
 def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
           accumulate=True, cutoff=None, runner=_SERIAL):
     """One layer (one Lloyd step) from ``centers``.

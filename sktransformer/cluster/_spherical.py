@@ -3,6 +3,8 @@
 import torch
 from sklearn.preprocessing import normalize
 
+from ..utils import as_numpy
+from . import _likelihood
 from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
 from ._updates import Mean, normalize_rows
 
@@ -105,3 +107,18 @@ default="k-means++"
 
     def _dask_update(self):
         return {"update": "mean", "sphere": True}
+
+    # the mixture behind ``score``: von Mises-Fisher on the unit sphere
+    def _fit_mixture(self, weight, cost):
+        self.mixture_weights_ = _likelihood.mixture_weights(weight)
+        self.concentrations_ = _likelihood.vmf_concentrations(weight, cost,
+                                                              self.n_features_in_)
+
+    def _mixture(self):
+        return _likelihood.von_mises_fisher(as_numpy(self.mixture_weights_),
+                                            as_numpy(self.concentrations_),
+                                            self.n_features_in_)
+
+    def _n_parameters(self):
+        k, d = self.n_clusters, self.n_features_in_
+        return k * (d - 1) + k + k - 1  # (unit centers: d - 1 free coordinates each)

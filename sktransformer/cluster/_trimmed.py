@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..utils import Interval, StrOptions, as_numpy, follows_input, to_numpy
-from ._base import COMMON_CONSTRAINTS, BaseCircuitClustering
+from ._base import COMMON_CONSTRAINTS, MIXTURE_ATTRIBUTES, BaseCircuitClustering
 from ._dask import by_blocks
 from ._init import kmeans_plusplus
 from ._updates import Trim
@@ -156,7 +156,7 @@ default="k-means++"
     def _make_update(self, indices, generator):
         return Trim(self.n_clusters, self.trim, self.trimming)
 
-    _array_attributes = ("cluster_centers_", "labels_", "thresholds_")
+    _array_attributes = ("cluster_centers_", "labels_", "thresholds_") + MIXTURE_ATTRIBUTES
 
     def _location_and_scale(self, sample):
         """The coordinate-wise median and the mean over features of the variance of each
@@ -196,6 +196,12 @@ default="k-means++"
         slack = np.sqrt(np.finfo(as_numpy(self.cluster_centers_).dtype).eps)
         kept = cost <= as_numpy(self.thresholds_)[labels] * (1 + slack)
         return np.where(kept, cost, 0.0), np.where(kept, labels, -1)
+
+    def _log_likelihoods(self, X):
+        """The mixture's log-likelihood of each sample; the score counts the samples that
+        ``predict`` keeps (the trimmed likelihood: at a fixed ``trim``, it compares k)."""
+        ll, _ = super()._log_likelihoods(X)
+        return ll, self._costs(X)[1] >= 0
 
     @by_blocks(columns=False)
     @follows_input

@@ -18,6 +18,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sktransformer import TransformerKMeans
+from sktransformer.cluster import neg_inertia_scorer
 from sktransformer.utils import DeviceWarning
 
 from ..conftest import jittered
@@ -121,9 +122,11 @@ def test_predict_transform_score_match_sklearn():
     X_new = X[::3] + 0.1
     np.testing.assert_array_equal(ours.predict(X_new), theirs.predict(X_new))
     np.testing.assert_allclose(ours.transform(X_new), theirs.transform(X_new), rtol=1e-9)
-    assert ours.score(X_new) == pytest.approx(theirs.score(X_new), rel=1e-9)
+    # KMeans.score is minus the inertia: our inertia(X) and neg_inertia_scorer
+    assert ours.inertia(X_new) == pytest.approx(-theirs.score(X_new), rel=1e-9)
+    assert neg_inertia_scorer(ours, X_new) == pytest.approx(theirs.score(X_new), rel=1e-9)
     np.testing.assert_array_equal(ours.predict(X), ours.labels_)
-    assert ours.score(X) == pytest.approx(-ours.inertia_, rel=1e-9)
+    assert ours.inertia(X) == pytest.approx(ours.inertia_, rel=1e-9)
     np.testing.assert_array_equal(clone(ours).fit_predict(X), ours.labels_)
     np.testing.assert_allclose(clone(ours).fit_transform(X), ours.transform(X))
     assert ours.labels_.dtype == np.int32
@@ -371,7 +374,7 @@ def test_pipeline_and_grid_search_over_n_clusters_and_temperature():
     assert set(grid.best_params_) == {"transformerkmeans__n_clusters",
                                       "transformerkmeans__temperature"}
     assert len(grid.cv_results_["params"]) == 4
-    # score is -inertia: more clusters never score worse on these blobs
+    # the held-out mixture likelihood: three blobs, three clusters, the hard circuit
     assert grid.best_params_["transformerkmeans__n_clusters"] == 3
     assert grid.predict(X).shape == (400,)
 

@@ -369,7 +369,7 @@ def test_estimator_runs_a_layer_of_your_own_and_checks_its_shape(tmp_path):
                            device="cpu").fit(X)
     assert km.cluster_centers_.shape == (3, 4) and km.cluster_centers_.dtype == np.float64
     np.testing.assert_array_equal(km.predict(X), km.labels_)
-    assert km.inertia_ == pytest.approx(-km.score(X))
+    assert km.inertia_ == pytest.approx(km.inertia(X))
     path = tmp_path / "mine.pt"
     trainer.layer_.save(path)
     from_file = TransformerKMeans(3, weights=str(path), max_iter=5, random_state=0,
