@@ -1,13 +1,13 @@
 """
-What the attention's temperature buys: a grid search with the default score
-===========================================================================
+What the attention's temperature buys: a grid search on the held-out inertia
+============================================================================
 
 Lloyd's algorithm is the hard-attention limit of the k-means circuit. A finite temperature
 makes the assignment block soft (soft k-means), and the softness steers a run away from
 the poor local optima that a bad start leads Lloyd into. The temperature is a parameter
-like any other, so ``GridSearchCV`` picks it with the estimator's default score (minus the
-held-out inertia), and a hard run from the soft centers ("hardening") ends at a local
-optimum of the k-means objective itself.
+like any other, so ``GridSearchCV`` picks it with ``scoring=neg_inertia_scorer`` (minus the
+held-out inertia, scikit-learn's ``KMeans.score``; at a fixed k), and a hard run from the
+soft centers ("hardening") ends at a local optimum of the k-means objective itself.
 
 The tasks are the learned layer's Gaussian mixtures (d = 32, k = 10, points in
 ``[0, 1]^32``); every run starts from the same random data points (``init="random"``,
@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from sktransformer import TransformerKMeans
+from sktransformer.cluster import neg_inertia_scorer
 from sktransformer.datasets import make_gmm_tasks
 
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
@@ -32,7 +33,8 @@ temperatures = [0.1, 0.2, 0.3, 0.4, 0.6, 0.8]
 cv_curves, chosen, lloyd, hardened = [], [], [], []
 for i, task in enumerate(X):
     start = TransformerKMeans(10, init="random", n_init=1, random_state=i, device="cpu")
-    search = GridSearchCV(start, {"temperature": [None, *temperatures]}, cv=3).fit(task)
+    search = GridSearchCV(start, {"temperature": [None, *temperatures]}, cv=3,
+                          scoring=neg_inertia_scorer).fit(task)
     scores = search.cv_results_["mean_test_score"]
     cv_curves.append(np.log(-scores))
     chosen.append(search.best_params_["temperature"])
