@@ -4,65 +4,98 @@ Lloyd's iteration stops at a local optimum that one initialization often leaves 
 centers in one true cluster and one center across two others. A swap (Ismkhan's
 I-k-means-+, 2018) removes the center whose members would cost the least to send to their
 second-closest center, puts it on the farthest member of the cluster of largest cost, and
-runs the layers again from there; the swap is kept only when the inertia falls. Each trial
-is one pass for the top-2 distances (by chunks) and a warm-started run of layers.
+runs the layers again from there. The cost of a swap before any layer is exact from the
+points' two closest centers and their distances to the new one, so the layers run only
+for a swap that already lowers the inertia: a round costs one pass for the top-2 distances
+and one over the distances to each candidate point.
 """
 
 import torch
 
-from . import _lloyd
+from . import _compiled, _lloyd
+
+N_LAYERS = 5  # of the 2-means that splits a candidate cluster
 
 
 def _costs(points, sample_weight, centers):
-    """Per cluster: the cost of removing it (its members' extra cost at their second-closest
-    center), its summed cost; and per point: label and squared distance (by chunks)."""
+    """Per point: its label, its squared distance to its center and to the second-closest
+    one, and its weight; per cluster: the summed cost (by chunks)."""
     k = centers.shape[0]
-    removal = points.new_zeros(k)
     cluster_cost = points.new_zeros(k)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
-    min_dist = points.new_empty(points.n)
+    best, second = points.new_empty(points.n), points.new_empty(points.n)
     for sl, sq_dist in _lloyd.iter_sq_distances(points, centers):
         two, which = torch.topk(sq_dist, 2, dim=1, largest=False)
-        w = None if sample_weight is None else sample_weight[sl]
-        extra = two[:, 1] - two[:, 0]
-        own = two[:, 0]
-        if w is not None:
-            extra, own = extra * w, own * w
-        removal.index_add_(0, which[:, 0], extra)
-        cluster_cost.index_add_(0, which[:, 0], own)
-        labels[sl], min_dist[sl] = which[:, 0], two[:, 0]
-    return removal, cluster_cost, labels, min_dist
+        labels[sl], best[sl], second[sl] = which[:, 0], two[:, 0], two[:, 1]
+    w = points.new_ones(points.n) if sample_weight is None else sample_weight
+    cluster_cost.index_add_(0, labels, best * w)
+    return labels, best, second, w, cluster_cost
+
+
+def _split(points, sample_weight, center, members, n_layers=N_LAYERS):
+    """Two centers for a cluster's ``members`` (indices), by a few Lloyd layers from its
+    center and its farthest member, and the cost they save against ``center`` alone."""
+    x = points.rows_of(members)
+    w = None if sample_weight is None else sample_weight[members]
+    pair = torch.stack([center, x[torch.argmax((x - center).square().sum(1))]])
+    for _ in range(n_layers + 1):
+        d = torch.cdist(x, pair).square_()
+        near = d.argmin(1)
+        best = d.gather(1, near[:, None])[:, 0]
+        if _ == n_layers:
+            break
+        weight = torch.ones_like(best) if w is None else w
+        size = x.new_zeros(2).index_add_(0, near, weight)
+        if bool((size == 0).any()):
+            break
+        pair = x.new_zeros(2, x.shape[1]).index_add_(0, near, x * weight[:, None])
+        pair /= size[:, None]
+    weight = torch.ones_like(best) if w is None else w
+    before = ((x - center).square().sum(1) * weight).sum()
+    return pair, float(before - (best * weight).sum())
 
 
 def _trials(points, sample_weight, centers, n_candidates):
-    """Swapped centers to try, best guesses first: each of the ``n_candidates`` costliest
-    clusters gets its farthest member as a center, in place of each of the
-    ``n_candidates`` cheapest centers to remove (never its own)."""
-    removal, cluster_cost, labels, min_dist = _costs(points, sample_weight, centers)
+    """Swaps to try, the most promising first: one of the ``n_candidates`` costliest
+    clusters is split in two (:func:`_split`) and the center whose members would cost the
+    least to send to their second-closest center is removed; ranked by the split's saving
+    less the removal's cost, only those where it is positive."""
+    compiled = _compiled.swap_trials(points, sample_weight, centers,
+                                     n_candidates=n_candidates, n_layers=N_LAYERS)
+    if compiled is not None:
+        return compiled
+    labels, best, second, w, cluster_cost = _costs(points, sample_weight, centers)
     k = centers.shape[0]
-    m = min(n_candidates, k)
-    for split in torch.argsort(cluster_cost, descending=True)[:m].tolist():
-        members = labels == split
-        if int(members.sum()) < 2:
+    removal = points.new_zeros(k).index_add_(0, labels, w * (second - best))
+    found = []
+    for split in torch.argsort(cluster_cost, descending=True)[:min(n_candidates, k)].tolist():
+        members = torch.nonzero(labels == split).flatten()
+        if members.numel() < 2:
             continue
-        far = int(torch.argmax(torch.where(members, min_dist, -1.0)))
-        x = points.rows_of(torch.tensor([far], device=points.device))[0]
-        order = torch.argsort(removal).tolist()
-        for gone in [j for j in order if j != split][:m]:
+        pair, saving = _split(points, sample_weight, centers[split], members)
+        cost = removal.clone()
+        cost[split] = torch.inf
+        gone = int(torch.argmin(cost))
+        if saving - float(cost[gone]) > 0:
             trial = centers.clone()
-            trial[gone] = x
-            yield trial
+            trial[split], trial[gone] = pair[0], pair[1]
+            found.append((saving - float(cost[gone]), trial))
+    found.sort(key=lambda item: -item[0])
+    return [trial for _, trial in found]
 
 
-def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=3):
-    """Up to ``max_swaps`` accepted swaps; each round tries the :func:`_trials` in turn
-    and keeps the first that lowers the inertia, and the search stops at a round where
-    none does. ``result``: ``(centers, labels, inertia, n_iter)`` of Lloyd; ``run(centers)``
-    runs the layers from ``centers`` and returns the same. Returns the best result."""
+def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=3,
+                 max_trials=2):
+    """Up to ``max_swaps`` swaps. Each round takes the swap of :func:`_best_trial`; when
+    its centers already cost less than the layers' result, the layers run from them (and
+    lower the cost further: Lloyd never raises it); the search stops at a round whose best
+    swap does not. ``result``: ``(centers, labels, inertia, n_iter)`` of Lloyd;
+    ``run(centers)`` runs the layers from ``centers`` and returns the same. Returns the
+    best result."""
     if result[0].shape[0] < 2:
         return result
     for _ in range(max_swaps):
-        for trial in _trials(points, sample_weight, result[0], n_candidates):
+        for trial in _trials(points, sample_weight, result[0], n_candidates)[:max_trials]:
             candidate = run(trial)
             if candidate[2] < result[2] * (1 - 1e-9):
                 result = candidate[0], candidate[1], candidate[2], result[3] + candidate[3]
