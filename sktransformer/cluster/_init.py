@@ -6,6 +6,7 @@ import torch
 
 from ..attention import group_quantile
 from ..utils import make_generator
+from . import _compiled
 from ._lloyd import sq_distances
 
 
@@ -49,6 +50,12 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight=None, n_loca
     n, d = points.n, points.d
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(n_clusters))
+    if trim == 0:  # (the compiled seeding, where it runs: the same draws)
+        compiled = _compiled.kmeans_plusplus(points, n_clusters, generator=generator,
+                                             sample_weight=sample_weight,
+                                             n_local_trials=n_local_trials)
+        if compiled is not None:
+            return compiled
     w = torch.ones(n, dtype=torch.float64, device=points.device) if sample_weight is None \
         else sample_weight.to(torch.float64)
     gen_device = generator.device

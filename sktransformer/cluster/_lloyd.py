@@ -34,6 +34,7 @@ from ..utils import (
     progress,
     use_compiled,
 )
+from ._compiled import lloyd_available, run_lloyd
 
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
 
@@ -662,10 +663,17 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     Then, unless strictly converged, runs the assignment block once more so that labels
     match the returned centers.
 
+    Where the update is plain Lloyd's (``update.compiled``) on CPU points, the compiled
+    loop (:mod:`sktransformer.cluster._compiled`) runs every layer in one call instead
+    (with ``verbose``, the layers here log each one).
+
     Returns
     -------
     centers, labels, inertia (float), n_iter (int)
     """
+    if (temperature is None and not verbose and getattr(update, "compiled", False)
+            and lloyd_available(points, sample_weight)):
+        return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     labels_old = torch.full_like(labels, -2)
     min_dist = points.new_empty(points.n)

@@ -79,6 +79,7 @@ class Mean:
     def __init__(self, soft=False, sphere=False):
         self.soft, self.sphere = soft, sphere
         self.strict = not soft
+        self.compiled = not soft and not sphere  # (the compiled loop runs this update)
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):

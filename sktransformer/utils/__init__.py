@@ -20,6 +20,7 @@ from ._compare import flatnonzero, greater, through_numpy
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._nearest import nearest_members, nearest_members_available
+from ._numba import CompiledLoops
 from ._parallel import ChunkRunner
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
@@ -46,6 +47,7 @@ __all__ = [
     "check_squared_scale",
     "chunk_rows",
     "ChunkRunner",
+    "CompiledLoops",
     "compiled_available",
     "COMPILED_MIN_ELEMENTS",
     "use_compiled",

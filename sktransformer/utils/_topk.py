@@ -92,7 +92,7 @@ def merge_topk(scores, start, values, indices):
     """
     rows, m = scores.shape
     if not topk_available():
-        raise RuntimeError("merge_topk needs numba (pip install sktransformer[fast]).")
+        raise RuntimeError("merge_topk needs numba (pip install numba).")
     if (scores.dtype not in DTYPES or values.dtype != scores.dtype
             or indices.dtype != torch.int64):
         raise TypeError(f"merge_topk takes float32 or float64 scores and values and int64 "

@@ -1,0 +1,127 @@
+"""The calls into the compiled Lloyd loop (:mod:`._lloyd`) from the torch-held points."""
+
+import numpy as np
+import torch
+
+from ...utils import CompiledLoops
+
+
+def _build(numba, cache):
+    from . import _lloyd  # (numba imported, its loops cached on disk where it can)
+
+    return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
+            "swap_trials": _lloyd.swap_trials, "kmeans_plusplus": _lloyd.kmeans_plusplus}
+
+
+_LOOPS = CompiledLoops(_build, "numba's Lloyd loop", "torch's layers")
+_DTYPES = (torch.float32, torch.float64)
+_EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
+_ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
+
+_blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
+
+
+def _one_blas_thread():
+    """A context in which BLAS runs on one thread: the loop's threads each make their own
+    small products, and a BLAS team inside each would only contend."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
+
+def lloyd_available(points, sample_weight=None):
+    """Whether the compiled loop can run a fit on these point tokens: on the CPU, float32
+    or float64, scored by squared Euclidean distance, and numba's loops built."""
+    if points.device.type != "cpu" or points.dtype not in _DTYPES:
+        return False
+    if points.score.name not in _EUCLIDEAN:
+        return False
+    if sample_weight is not None and sample_weight.device.type != "cpu":
+        return False
+    return _LOOPS.get() is not None
+
+
+def _threads(n_samples):
+    import numba  # (built: numba is there)
+
+    return max(1, min(numba.get_num_threads(), n_samples // _ROWS_PER_THREAD))
+
+
+def run_lloyd(points, sample_weight, centers, *, max_iter, tol):
+    """Hard k-means layers from ``centers`` (shifted coordinates) until convergence, in one
+    compiled call: what :func:`~sktransformer.cluster._lloyd.run_layers` returns for the
+    mean update, ``(centers, labels, inertia, n_iter)`` as tensors and numbers."""
+    loops = _LOOPS.get()
+    dtype = points.dtype
+    n, k = points.n, centers.shape[0]
+    weight = (np.ones(n, dtype=_numpy(dtype)) if sample_weight is None
+              else _array(sample_weight.to(dtype)))
+    start = _array(centers).copy()
+    labels = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=start.dtype)
+    n_threads = _threads(n)
+    sums = np.empty((n_threads, k, points.d), dtype=start.dtype)
+    weights = np.empty((n_threads, k), dtype=start.dtype)
+    with _one_blas_thread():
+        if points.X is None:  # (CSR)
+            out, n_iter, _ = loops["csr_loop"](
+                _array(points.values), _array(points.cols), points.indptr, weight, start,
+                max_iter, tol, n_threads, labels, dist, sums, weights)
+        else:
+            X, x_sq = _shifted(points)
+            out, n_iter, _ = loops["dense_loop"](X, x_sq, weight, start, max_iter, tol,
+                                                 n_threads, labels, dist, sums, weights)
+    # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
+    inertia = float(np.sum(dist * weight, dtype=np.float64))
+    return torch.from_numpy(out), torch.from_numpy(labels), inertia, n_iter
+
+
+def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers):
+    """The compiled :func:`~sktransformer.cluster._swaps._trials` (a list of center
+    tensors, the most promising first), or None where it cannot run (CSR points, or where
+    the compiled loop cannot)."""
+    if points.X is None or not lloyd_available(points, sample_weight):
+        return None
+    X, x_sq = _shifted(points)
+    weight = (np.ones(points.n, dtype=X.dtype) if sample_weight is None
+              else _array(sample_weight.to(points.dtype)))
+    trials, _ = _LOOPS.get()["swap_trials"](X, x_sq, weight, _array(centers), n_candidates,
+                                             n_layers)
+    return list(torch.from_numpy(trials))
+
+
+def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_trials):
+    """The compiled :func:`~sktransformer.cluster._init.kmeans_plusplus` (``(centers,
+    indices)``, the same draws from ``generator``), or None where it cannot run."""
+    if points.X is None or not lloyd_available(points, sample_weight):
+        return None
+    X, x_sq = _shifted(points)
+    weight = (np.ones(points.n) if sample_weight is None
+              else _array(sample_weight.to(torch.float64)))
+    # the draws as the torch seeding makes them: one, then n_local_trials per center
+    first = float(torch.rand(1, dtype=torch.float64, generator=generator))
+    draws = np.empty((n_clusters - 1, n_local_trials))
+    for c in range(n_clusters - 1):
+        draws[c] = torch.rand(n_local_trials, dtype=torch.float64, generator=generator)
+    indices = torch.from_numpy(_LOOPS.get()["kmeans_plusplus"](X, x_sq, weight, first, draws))
+    return torch.from_numpy(X[indices.numpy()]), indices
+
+
+def _shifted(points):
+    """The points shifted by ``points.shift`` (a copy, made once for the fit's runs) and
+    their squared norms."""
+    cached = points.__dict__.get("_compiled_rows")
+    if cached is None:
+        X = _array(points.X) - _array(points.shift)
+        cached = points._compiled_rows = X, np.einsum("ij,ij->i", X, X)
+    return cached
+
+
+def _array(tensor):
+    return np.ascontiguousarray(tensor.detach().numpy())
+
+
+def _numpy(dtype):
+    return np.float32 if dtype == torch.float32 else np.float64

@@ -1,0 +1,425 @@
+"""Lloyd's loop compiled whole: the layers of hard k-means on NumPy or CSR data on the CPU.
+
+The torch layers (``cluster/_lloyd.py``) cost dozens of torch calls per chunk and a hand-off
+between worker threads per layer: microseconds each, which scikit-learn's Cython loop never
+pays. Here one compiled call runs every layer of a fit, the convergence test included:
+
+* each thread takes a contiguous span of rows, walked in chunks of ``CHUNK`` rows;
+* dense: the points are shifted by their mean once a fit (one copy of X, as scikit-learn
+  makes), and a chunk's scores are one GEMM, ``X_chunk @ C^T`` with ``C^T`` a contiguous
+  copy made once a layer (an F-order view of ``C`` ran 5-8x slower), then the arg-max of
+  ``x.c - ||c||^2 / 2`` and the sums of the members, into thread-local buffers;
+* CSR: ``C^T`` is ``(d, k)``, so each stored value ``(j, v)`` of a row adds ``v C^T[j]`` to
+  the row's k scores, and a member adds only its stored values to its center's sums;
+* the thread-local sums are added once a layer, in thread order; then scikit-learn's update:
+  empty clusters take the points farthest from their centers (which leave their old
+  clusters), the means, strict convergence (no label changed) or the center shift within
+  ``tol``, and, unless strictly converged, a last assignment to the final centers.
+
+These are the same layers as the torch path's, so both give the same labels and the same
+centers up to rounding (``tests/cluster/test_compiled.py``). BLAS runs one thread inside
+(:func:`one_blas_thread`): each of our threads makes its own small products.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+CHUNK = 256  # rows a thread scores at a time: a (256, k) tile stays in cache
+
+
+def _probe():
+    pass
+
+
+# Machine code is cached on disk next to this file, or in numba's user cache directory;
+# with neither writable, it is compiled in each process. (The loops are module functions:
+# functions made inside a builder refer to each other through closure cells, whose
+# contents numba's cache cannot key, so each process compiled them again.)
+try:
+    njit(cache=True)(_probe)
+    CACHE = True
+except RuntimeError:
+    CACHE = False
+
+
+@njit(nogil=True, cache=CACHE)
+def best_of(scores, half_sq):
+    """The arg-max of ``scores - half_sq`` (ties: the lowest index) and its value."""
+    best, label = scores[0] - half_sq[0], 0
+    for j in range(1, scores.shape[0]):
+        s = scores[j] - half_sq[j]
+        if s > best:
+            best, label = s, j
+    return label, best
+
+
+@njit(nogil=True, cache=CACHE)
+def _keys(centers, sums, weights, accumulate):
+    """``C^T`` (contiguous), ``||c||^2 / 2``, and the sums zeroed for a new layer."""
+    CT = np.ascontiguousarray(centers.T)
+    half_sq = np.empty(centers.shape[0], dtype=centers.dtype)
+    for j in range(centers.shape[0]):
+        half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
+    if accumulate:
+        sums[:] = 0
+        weights[:] = 0
+    return CT, half_sq
+
+
+@njit(nogil=True, cache=CACHE)
+def _split(n, t, n_threads):
+    """Thread ``t``'s contiguous span of ``n`` rows."""
+    return (n * t) // n_threads, (n * (t + 1)) // n_threads
+
+
+@njit(nogil=True, cache=CACHE)
+def dense_span(X, x_sq, weight, CT, half_sq, labels, dist, acc, size, start, stop,
+               accumulate):
+    """The rows ``start:stop`` of a dense pass, by chunks of ``CHUNK`` rows. The weights
+    are summed in a buffer of the thread's own (the threads' rows of ``weights`` share a
+    cache line: summed there, a 2-thread pass took twice one thread's time)."""
+    d = X.shape[1]
+    own = np.zeros(size.shape[0], dtype=size.dtype)
+    for lo in range(start, stop, CHUNK):
+        hi = min(lo + CHUNK, stop)
+        scores = np.dot(X[lo:hi], CT)
+        for i in range(hi - lo):
+            label, best = best_of(scores[i], half_sq)
+            labels[lo + i] = label
+            dist[lo + i] = max(x_sq[lo + i] - 2 * best, 0)
+        if not accumulate:
+            continue
+        for row in range(lo, hi):  # (a loop of its own: it vectorizes)
+            j, w = labels[row], weight[row]
+            own[j] += w
+            for c in range(d):
+                acc[j, c] += w * X[row, c]
+    size += own
+
+
+@njit(nogil=True, cache=CACHE)
+def csr_span(data, indices, indptr, weight, CT, half_sq, labels, dist, acc, size, start,
+             stop, accumulate):
+    """The rows ``start:stop`` of a CSR pass, row by row."""
+    k = CT.shape[1]
+    scores = np.empty(k, dtype=CT.dtype)
+    own = np.zeros(k, dtype=size.dtype)  # (see dense_span)
+    for i in range(start, stop):
+        scores[:] = 0
+        x_sq = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            v = data[p]
+            x_sq += v * v
+            row = CT[indices[p]]
+            for j in range(k):
+                scores[j] += v * row[j]
+        label, best = best_of(scores, half_sq)
+        labels[i] = label
+        dist[i] = max(x_sq - 2.0 * best, 0.0)
+        if accumulate:
+            w = weight[i]
+            own[label] += w
+            target = acc[label]
+            for p in range(indptr[i], indptr[i + 1]):
+                target[indices[p]] += w * data[p]
+    size += own
+
+
+@njit(nogil=True, cache=CACHE)
+def empty_clusters(weights):
+    """The clusters no point joined this layer, and the layer's total sums' weights."""
+    size = weights.sum(axis=0)
+    return np.flatnonzero(size == 0), size
+
+
+@njit(nogil=True, cache=CACHE)
+def update(centers, total, size, empty, far, far_rows, labels, weight):
+    """scikit-learn's center update from the layer's sums: the empty clusters move onto
+    the farthest points ``far`` (rows ``far_rows``, shifted), which leave their old
+    clusters; then the means (a center weighing nothing stays). Returns the new centers
+    and their total squared shift."""
+    for e in range(empty.shape[0]):
+        j, i = empty[e], far[e]
+        w = weight[i]
+        old = labels[i]
+        total[old] -= w * far_rows[e]
+        size[old] -= w
+        total[j] = w * far_rows[e]
+        size[j] = w
+    new = centers.copy()
+    shift = 0.0
+    for j in range(centers.shape[0]):
+        if size[j] > 0:
+            new[j] = total[j] / size[j]
+        for c in range(centers.shape[1]):
+            diff = new[j, c] - centers[j, c]
+            shift += diff * diff
+    return new, shift
+
+
+@njit(nogil=True, cache=CACHE)
+def farthest(dist, n_empty):
+    """The ``n_empty`` points farthest from their centers, farthest first (ties: the
+    lowest index)."""
+    return np.argsort(-dist, kind="mergesort")[:n_empty]
+
+
+@njit(nogil=True, cache=CACHE)
+def _relocation(weights, dist):
+    """The empty clusters, the farthest points they move onto, and the clusters' weights."""
+    empty, size = empty_clusters(weights)
+    far = farthest(dist, empty.shape[0]) if empty.shape[0] else empty
+    return empty, far, size
+
+
+@njit(nogil=True, cache=CACHE)
+def _stop(labels, labels_old, moved, tol, n_iter, max_iter):
+    """After a layer: 0 to go on, 1 when the labels did not change (strict convergence:
+    no last assignment), 2 when the shift is within ``tol`` or the layers are spent."""
+    if np.array_equal(labels, labels_old):
+        return 1
+    if moved <= tol or n_iter == max_iter:
+        return 2
+    labels_old[:] = labels
+    return 0
+
+
+# The loops are the compiled entry points, each a parallel function with its passes inline:
+# a cached function that calls a parallel one crashed when loaded from numba's cache in
+# another process (it links the callee's threading code by a name made at compile time).
+# One thread runs its pass outside any parallel region: an OpenMP team whose other thread
+# only waits still spins it, which on a loaded machine took a digits fit from 3 to 100 ms.
+
+@njit(parallel=True, nogil=True, cache=CACHE)
+def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist, sums,
+               weights):
+    """Every layer of one hard k-means run on dense rows (shifted; ``x_sq``, their squared
+    norms). Returns the centers, the layers run and whether the labels converged strictly;
+    ``labels`` and ``dist`` hold the final assignment."""
+    n = X.shape[0]
+    labels_old = np.full(n, -2, dtype=labels.dtype)
+    n_iter, state = 0, 0
+    while True:
+        accumulate = state == 0
+        CT, half_sq = _keys(centers, sums, weights, accumulate)
+        if n_threads == 1:
+            dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[0], weights[0], 0, n,
+                       accumulate)
+        else:
+            for t in prange(n_threads):
+                start, stop = _split(n, t, n_threads)
+                dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[t], weights[t],
+                           start, stop, accumulate)
+        if not accumulate:  # (the last assignment, to the final centers)
+            break
+        n_iter += 1
+        empty, far, size = _relocation(weights, dist)
+        centers, moved = update(centers, sums.sum(axis=0), size, empty, far, X[far], labels,
+                                weight)
+        state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
+        if state == 1:
+            break
+    return centers, n_iter, state == 1
+
+
+@njit(nogil=True, cache=CACHE)
+def _csr_rows(data, indices, indptr, rows, d, like):
+    """The CSR rows ``rows``, dense, in the dtype of ``like``."""
+    out = np.zeros((rows.shape[0], d), dtype=like.dtype)
+    for e in range(rows.shape[0]):
+        for p in range(indptr[rows[e]], indptr[rows[e] + 1]):
+            out[e, indices[p]] = data[p]
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=CACHE)
+def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, labels,
+             dist, sums, weights):
+    """:func:`dense_loop` for CSR rows."""
+    n, d = indptr.shape[0] - 1, centers.shape[1]
+    labels_old = np.full(n, -2, dtype=labels.dtype)
+    n_iter, state = 0, 0
+    while True:
+        accumulate = state == 0
+        CT, half_sq = _keys(centers, sums, weights, accumulate)
+        if n_threads == 1:
+            csr_span(data, indices, indptr, weight, CT, half_sq, labels, dist, sums[0],
+                     weights[0], 0, n, accumulate)
+        else:
+            for t in prange(n_threads):
+                start, stop = _split(n, t, n_threads)
+                csr_span(data, indices, indptr, weight, CT, half_sq, labels, dist, sums[t],
+                         weights[t], start, stop, accumulate)
+        if not accumulate:
+            break
+        n_iter += 1
+        empty, far, size = _relocation(weights, dist)
+        centers, moved = update(centers, sums.sum(axis=0), size, empty, far,
+                                _csr_rows(data, indices, indptr, far, d, centers), labels,
+                                weight)
+        state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
+        if state == 1:
+            break
+    return centers, n_iter, state == 1
+
+
+@njit(nogil=True, cache=CACHE)
+def _two_closest(X, x_sq, centers):
+    """Each row's closest center, its squared distance and that to the second-closest (by
+    chunks of one GEMM each, as the pass)."""
+    n = X.shape[0]
+    k = centers.shape[0]
+    CT = np.ascontiguousarray(centers.T)
+    half_sq = np.empty(k, dtype=centers.dtype)
+    for j in range(k):
+        half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
+    labels = np.empty(n, dtype=np.int64)
+    best = np.empty(n, dtype=np.float64)
+    second = np.empty(n, dtype=np.float64)
+    for lo in range(0, n, CHUNK):
+        hi = min(lo + CHUNK, n)
+        scores = np.dot(X[lo:hi], CT)
+        for i in range(hi - lo):
+            top, top2, label = -np.inf, -np.inf, 0
+            for j in range(k):
+                s = scores[i, j] - half_sq[j]
+                if s > top:
+                    top2, top, label = top, s, j
+                elif s > top2:
+                    top2 = s
+            labels[lo + i] = label
+            best[lo + i] = max(x_sq[lo + i] - 2 * top, 0.0)
+            second[lo + i] = max(x_sq[lo + i] - 2 * top2, 0.0)
+    return labels, best, second
+
+
+@njit(nogil=True, cache=CACHE)
+def _sq_diff(X, i, y):
+    """``||X[i] - y||^2``, without a temporary."""
+    out = 0.0
+    for c in range(X.shape[1]):
+        diff = X[i, c] - y[c]
+        out += diff * diff
+    return out
+
+
+@njit(nogil=True, cache=CACHE)
+def _split_cluster(X, weight, center, members, n_layers):
+    """Two centers for a cluster's ``members`` by ``n_layers`` Lloyd layers from its center
+    and its farthest member, and the cost they save against the center alone."""
+    m, d = members.shape[0], X.shape[1]
+    pair = np.empty((2, d), dtype=X.dtype)
+    pair[0] = center
+    far, far_dist, before = 0, -1.0, 0.0
+    for i in range(m):
+        dd = _sq_diff(X, members[i], center)
+        before += weight[members[i]] * dd
+        if dd > far_dist:
+            far, far_dist = i, dd
+    pair[1] = X[members[far]]
+    after = before
+    sums = np.empty((2, d))
+    size = np.empty(2)
+    for layer in range(n_layers + 1):
+        sums[:] = 0
+        size[:] = 0
+        after = 0.0
+        for i in range(m):
+            row = members[i]
+            d0, d1 = _sq_diff(X, row, pair[0]), _sq_diff(X, row, pair[1])
+            near = 0 if d0 <= d1 else 1
+            w = weight[row]
+            after += w * min(d0, d1)
+            size[near] += w
+            for c in range(d):
+                sums[near, c] += w * X[row, c]
+        if layer == n_layers or size[0] == 0 or size[1] == 0:
+            break
+        for h in range(2):
+            for c in range(d):
+                pair[h, c] = sums[h, c] / size[h]
+    return pair, before - after
+
+
+@njit(nogil=True, cache=CACHE)
+def swap_trials(X, x_sq, weight, centers, n_candidates, n_layers):
+    """:func:`sktransformer.cluster._swaps._trials` on dense rows: the swaps to try, the
+    most promising first, as ``(trials (m, k, d), their estimated savings (m,))``."""
+    k = centers.shape[0]
+    labels, best, second = _two_closest(X, x_sq, centers)
+    cluster_cost = np.zeros(k)
+    removal = np.zeros(k)
+    count = np.zeros(k, dtype=np.int64)
+    for i in range(X.shape[0]):
+        j = labels[i]
+        cluster_cost[j] += weight[i] * best[i]
+        removal[j] += weight[i] * (second[i] - best[i])
+        count[j] += 1
+    order = np.argsort(-cluster_cost, kind="mergesort")[:min(n_candidates, k)]
+    trials = np.empty((order.shape[0], k, X.shape[1]), dtype=X.dtype)
+    nets = np.empty(order.shape[0])
+    m = 0
+    for split in order:
+        if count[split] < 2:
+            continue
+        members = np.flatnonzero(labels == split)
+        pair, saving = _split_cluster(X, weight, centers[split], members, n_layers)
+        gone, cheapest = -1, np.inf
+        for j in range(k):
+            if j != split and removal[j] < cheapest:
+                gone, cheapest = j, removal[j]
+        if gone < 0 or not saving - cheapest > 0:
+            continue
+        trials[m] = centers
+        trials[m, split] = pair[0]
+        trials[m, gone] = pair[1]
+        nets[m] = saving - cheapest
+        m += 1
+    ranked = np.argsort(-nets[:m], kind="mergesort")
+    return trials[:m][ranked], nets[:m][ranked]
+
+
+@njit(nogil=True, cache=CACHE)
+def _sq_dist_to(X, x_sq, rows):
+    """Squared distances of every row of ``X`` to the rows ``rows``, (len(rows), n)."""
+    scores = np.dot(X, np.ascontiguousarray(X[rows].T))
+    out = np.empty((rows.shape[0], X.shape[0]), dtype=X.dtype)
+    for t in range(rows.shape[0]):
+        c_sq = x_sq[rows[t]]
+        for i in range(X.shape[0]):
+            out[t, i] = max(x_sq[i] + c_sq - 2 * scores[i, t], 0)
+    return out
+
+
+@njit(nogil=True, cache=CACHE)
+def kmeans_plusplus(X, x_sq, weight, first, draws):
+    """Greedy k-means++ on dense rows, from the caller's uniform draws (``first``, and
+    ``draws`` of shape (k - 1, trials), as :func:`sktransformer.cluster._init.kmeans_plusplus`
+    draws them): each new center is the best, by potential, of the candidates sampled in
+    proportion to ``w D^2``. Returns the chosen rows' indices."""
+    n = X.shape[0]
+    k = draws.shape[0] + 1
+    indices = np.empty(k, dtype=np.int64)
+    cumulative = np.cumsum(weight)
+    indices[0] = min(np.searchsorted(cumulative, first * cumulative[-1]), n - 1)
+    closest = _sq_dist_to(X, x_sq, indices[:1])[0]
+    w_points = weight.astype(X.dtype)
+    for c in range(1, k):
+        cumulative = np.cumsum(weight * closest)
+        candidates = np.empty(draws.shape[1], dtype=np.int64)
+        for t in range(draws.shape[1]):
+            candidates[t] = min(np.searchsorted(cumulative, draws[c - 1, t] * cumulative[-1]),
+                                n - 1)
+        dist = _sq_dist_to(X, x_sq, candidates)
+        best, best_potential = 0, np.inf
+        for t in range(candidates.shape[0]):
+            potential = 0.0
+            for i in range(n):
+                if closest[i] < dist[t, i]:
+                    dist[t, i] = closest[i]
+                potential += dist[t, i] * w_points[i]
+            if potential < best_potential:
+                best, best_potential = t, potential
+        closest = dist[best].copy()
+        indices[c] = candidates[best]
+    return indices

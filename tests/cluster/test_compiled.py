@@ -1,0 +1,187 @@
+"""The compiled Lloyd loop against the torch layers: the same labels and centers (up to
+rounding) on dense and CSR data, with weights, empty clusters and both stops. (Against
+scikit-learn's KMeans: tests/cluster/test_kmeans.py, whose fits run through the loop.)"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.datasets import make_blobs
+
+from sktransformer import SphericalTransformerKMeans, TransformerKMeans
+from sktransformer.cluster import _compiled, _lloyd
+from sktransformer.cluster._compiled import _engine
+from sktransformer.cluster._sparse import point_tokens
+from sktransformer.cluster._updates import Mean
+
+
+def _points(X, attention="euclidean"):
+    shift = None if sp.issparse(X) else torch.from_numpy(np.asarray(X)).mean(0)
+    return point_tokens(X, torch.device("cpu"), rows=64, attention=attention, shift=shift)
+
+
+def _both(points, weight, start, **kwargs):
+    torch_run = _lloyd.run_layers(points, weight, start.clone(), update=Mean(), verbose=1,
+                                  **kwargs)  # (verbose: the torch layers)
+    compiled = _compiled.run_lloyd(points, weight, start.clone(), **kwargs)
+    return torch_run, compiled
+
+
+def _data(sparse, dtype, n=700, d=12, seed=0):
+    rng = np.random.default_rng(seed)
+    X, _ = make_blobs(n, n_features=d, centers=6, random_state=seed)
+    X = X.astype(dtype)
+    if sparse:
+        X[rng.random(X.shape) < 0.7] = 0
+        X = sp.csr_matrix(X)
+    return X
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("attention", ["euclidean", "dot"])
+def test_compiled_loop_matches_torch_layers(sparse, dtype, weighted, attention):
+    X = _data(sparse, dtype)
+    points = _points(X, attention)
+    assert _compiled.lloyd_available(points)
+    rng = np.random.default_rng(1)
+    rows = rng.choice(X.shape[0], 9, replace=False)
+    start = torch.from_numpy(X[rows].toarray() if sparse else X[rows]) - points.shift
+    weight = torch.from_numpy(rng.random(X.shape[0]).astype(dtype)) if weighted else None
+    (c1, l1, i1, n1), (c2, l2, i2, n2) = _both(points, weight, start, max_iter=300,
+                                                tol=1e-8)
+    assert n1 == n2 and n1 > 2
+    assert torch.equal(l1, l2)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    torch.testing.assert_close(c2, c1, rtol=rtol, atol=rtol)
+    assert i2 == pytest.approx(i1, rel=rtol)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_compiled_loop_relocates_empty_clusters_as_the_torch_layers(sparse):
+    # two starting centers far from every point: both clusters are empty after a layer
+    X = _data(sparse, np.float64, n=300, d=4)
+    points = _points(X)
+    dense = X.toarray() if sparse else X
+    start = torch.from_numpy(np.vstack([dense[:4], np.full((2, 4), 1e3)])) - points.shift
+    (c1, l1, _, n1), (c2, l2, _, n2) = _both(points, None, start, max_iter=50, tol=0)
+    assert torch.equal(l1, l2) and n1 == n2
+    assert len(np.unique(l2.numpy())) == 6  # (the relocated clusters kept members)
+    torch.testing.assert_close(c2, c1)
+
+
+def test_compiled_loop_stops_at_max_iter_with_labels_of_the_final_centers():
+    X = _data(False, np.float64, n=2000, d=8)
+    points = _points(X)
+    start = torch.from_numpy(X[:20].copy()) - points.shift
+    (c1, l1, i1, n1), (c2, l2, i2, n2) = _both(points, None, start, max_iter=2, tol=0)
+    assert n1 == n2 == 2
+    assert torch.equal(l1, l2)
+    nearest = torch.cdist(torch.from_numpy(X) - points.shift, c2).argmin(1)
+    assert torch.equal(nearest, l2)
+
+
+def test_the_compiled_loop_serves_plain_lloyd_only(monkeypatch):
+    calls = []
+    real = _lloyd.run_lloyd
+    monkeypatch.setattr(_lloyd, "run_lloyd", lambda *a, **k: calls.append(1) or real(*a, **k))
+    X = _data(False, np.float64)
+    TransformerKMeans(4, random_state=0, swaps=0, device="cpu").fit(X)
+    assert len(calls) == 1
+    TransformerKMeans(4, random_state=0, temperature=1.0, device="cpu").fit(X)
+    SphericalTransformerKMeans(4, random_state=0, device="cpu").fit(X)
+    assert len(calls) == 1  # (soft and spherical layers run in torch)
+
+
+def test_threads_split_the_rows_and_sum_in_order():
+    # the loop gives the same fit with one thread and with several
+    X = _data(False, np.float64, n=9000, d=6)
+    points = _points(X)
+    start = torch.from_numpy(X[:7].copy()) - points.shift
+    runs = []
+    for rows_per_thread in (10**9, 1000):
+        _engine._ROWS_PER_THREAD = rows_per_thread
+        try:
+            runs.append(_compiled.run_lloyd(points, None, start.clone(), max_iter=100, tol=0))
+        finally:
+            _engine._ROWS_PER_THREAD = 2048
+    assert torch.equal(runs[0][1], runs[1][1])
+    torch.testing.assert_close(runs[0][0], runs[1][0])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_swap_trials_match_torchs(weighted, monkeypatch):
+    from sktransformer.cluster import _swaps
+
+    # a poor local optimum: two centers in one blob, one across two others
+    X, _ = make_blobs(600, centers=[[0, 0], [10, 0], [12, 0], [0, 10]], cluster_std=0.5,
+                      random_state=0)
+    points = _points(X)
+    start = torch.tensor([[0.0, 9.5], [0.0, 10.5], [11.0, 0.0], [0.0, 0.0]]) - points.shift
+    w = (torch.from_numpy(np.random.default_rng(0).uniform(0.5, 2, 600))
+         if weighted else None)
+    centers = _compiled.run_lloyd(points, w, start.double(), max_iter=100, tol=0)[0]
+    ours = _swaps._trials(points, w, centers, 3)
+    monkeypatch.setattr(_engine._LOOPS, "enabled", False)
+    theirs = _swaps._trials(points, w, centers, 3)
+    assert len(ours) == len(theirs) >= 1
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b)
+
+
+def test_swaps_repair_a_poor_local_optimum():
+    X, _ = make_blobs(600, centers=[[0, 0], [10, 0], [12, 0], [0, 10]], cluster_std=0.5,
+                      random_state=0)
+    init = np.array([[0.0, 9.5], [0.0, 10.5], [11.0, 0.0], [0.0, 0.0]])
+    stuck = TransformerKMeans(4, init=init, n_init=1, swaps=0, device="cpu").fit(X)
+    swapped = TransformerKMeans(4, init=init, n_init=1, swaps=4, device="cpu").fit(X)
+    assert swapped.inertia_ < 0.5 * stuck.inertia_
+    assert len(np.unique(swapped.predict([[10, 0], [12, 0]]))) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_seeding_picks_torchs_rows(dtype, weighted, monkeypatch):
+    from sktransformer.cluster._init import kmeans_plusplus
+
+    X = _data(False, dtype, n=900, d=7)
+    points = _points(X)
+    w = (torch.from_numpy(np.random.default_rng(0).uniform(0.5, 2, 900).astype(dtype))
+         if weighted else None)
+    runs = []
+    for enabled in (True, False):
+        monkeypatch.setattr(_engine._LOOPS, "enabled", enabled)
+        generator = torch.Generator().manual_seed(3)
+        runs.append(kmeans_plusplus(points, 9, generator=generator, sample_weight=w))
+    assert torch.equal(runs[0][1], runs[1][1])
+    torch.testing.assert_close(runs[0][0], runs[1][0])
+
+
+_FRESH = """
+import numpy as np, scipy.sparse as sp
+from sktransformer import TransformerKMeans
+from sktransformer.cluster._compiled import _engine
+rng = np.random.default_rng(0)
+for rows_per_thread in (10**9, 100):  # one thread, then a parallel pass
+    _engine._ROWS_PER_THREAD = rows_per_thread
+    for dtype in (np.float64, np.float32):
+        X = rng.normal(size=(600, 5)).astype(dtype)
+        for data in (X, sp.csr_matrix(np.where(X > 0.5, X, 0))):
+            km = TransformerKMeans(4, random_state=0, device="cpu").fit(data)
+            assert np.isfinite(km.inertia_)
+print("ok")
+"""
+
+
+def test_a_fresh_process_runs_the_cached_loops():
+    # numba's cache: the first process writes it (or this one did), the next loads it.
+    # (A cached loop that called a parallel function crashed there; see _lloyd.py.)
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True,
+                             timeout=900)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().endswith("ok")
