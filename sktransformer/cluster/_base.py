@@ -295,7 +295,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         sample_weight = check_sample_weight(sample_weight, n_samples, numpy_dtype(X))
         self._check_fit_params(X, sample_weight)
         n_init = self._n_init()
-        random_state = check_random_state(self.random_state)  # for a callable init only
+        # (for a callable init only: a RandomState costs a small fit 0.1 ms)
+        random_state = check_random_state(self.random_state) if callable(self.init) else None
         init = self._check_init(X, random_state)
         device = resolve_device(self.device, data=X)
         generator = make_generator(self.random_state, device=device)

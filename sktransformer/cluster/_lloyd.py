@@ -34,6 +34,7 @@ from ..utils import (
     progress,
     use_compiled,
 )
+from ._compiled import assign as compiled_assign
 from ._compiled import lloyd_available, run_lloyd
 
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
@@ -332,7 +333,11 @@ _SERIAL = ChunkRunner(1)
 
 def assign(points, centers, *, runner=_SERIAL):
     """The assignment block alone: labels and squared distances to the closest center (the
-    layer without its center update)."""
+    layer without its center update; compiled where :func:`run_layers`' loop is)."""
+    if points.score.name in ("euclidean", "dot") and points.n:
+        compiled = compiled_assign(points, centers)
+        if compiled is not None:
+            return compiled
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     min_dist = points.new_empty(points.n)
     layer(points, None, centers, labels=labels, min_dist=min_dist, accumulate=False,

@@ -185,3 +185,17 @@ def test_a_fresh_process_runs_the_cached_loops():
                              timeout=900)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_assignment_matches_torchs(sparse, dtype, monkeypatch):
+    X = _data(sparse, dtype, n=5000, d=9)
+    points = _points(X)
+    centers = torch.from_numpy(np.random.default_rng(2).normal(size=(11, 9)).astype(dtype))
+    ours = _lloyd.assign(points, centers)
+    monkeypatch.setattr(_engine._LOOPS, "enabled", False)
+    theirs = _lloyd.assign(points, centers)
+    assert torch.equal(ours[0], theirs[0])
+    torch.testing.assert_close(ours[1], theirs[1], rtol=1e-4 if dtype == np.float32 else 1e-9,
+                               atol=1e-4 if dtype == np.float32 else 1e-9)

@@ -10,13 +10,16 @@ def _build(numba, cache):
     from . import _lloyd  # (numba imported, its loops cached on disk where it can)
 
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
-            "swap_trials": _lloyd.swap_trials, "kmeans_plusplus": _lloyd.kmeans_plusplus}
+            "swap_trials": _lloyd.swap_trials, "kmeans_plusplus": _lloyd.kmeans_plusplus,
+            "dense_assign": _lloyd.dense_assign, "csr_assign": _lloyd.csr_assign}
 
 
 _LOOPS = CompiledLoops(_build, "numba's Lloyd loop", "torch's layers")
 _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
+
+_COPY_MAX = 1 << 22  # elements of the shifted copy an assignment alone may make (32 MiB)
 
 _blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
 
@@ -76,6 +79,29 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol):
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
     inertia = float(np.sum(dist * weight, dtype=np.float64))
     return torch.from_numpy(out), torch.from_numpy(labels), inertia, n_iter
+
+
+def assign(points, centers):
+    """The compiled assignment, ``(labels, squared distances)`` as tensors, or None where
+    it cannot run, or where its shifted copy of dense points would be large (a fit's
+    points have it already; the torch pass shifts chunk by chunk)."""
+    if not lloyd_available(points):
+        return None
+    if (points.X is not None and "_compiled_rows" not in points.__dict__
+            and points.n * points.d > _COPY_MAX):
+        return None
+    loops = _LOOPS.get()
+    start = _array(centers)
+    labels = np.empty(points.n, dtype=np.int64)
+    dist = np.empty(points.n, dtype=start.dtype)
+    with _one_blas_thread():
+        if points.X is None:
+            loops["csr_assign"](_array(points.values), _array(points.cols), points.indptr,
+                                start, _threads(points.n), labels, dist)
+        else:
+            X, x_sq = _shifted(points)
+            loops["dense_assign"](X, x_sq, start, _threads(points.n), labels, dist)
+    return torch.from_numpy(labels), torch.from_numpy(dist)
 
 
 def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers):

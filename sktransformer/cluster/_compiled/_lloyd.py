@@ -222,6 +222,40 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
     return centers, n_iter, state == 1
 
 
+@njit(parallel=True, nogil=True, cache=CACHE)
+def dense_assign(X, x_sq, centers, n_threads, labels, dist):
+    """The assignment alone (labels, squared distances) of dense rows to ``centers``."""
+    n = X.shape[0]
+    sums = np.empty((n_threads, 0, 0), dtype=X.dtype)  # (no sums)
+    weights = np.empty((n_threads, 0), dtype=X.dtype)
+    CT, half_sq = _keys(centers, sums, weights, False)
+    if n_threads == 1:
+        dense_span(X, x_sq, x_sq, CT, half_sq, labels, dist, sums[0], weights[0], 0, n,
+                   False)
+    else:
+        for t in prange(n_threads):
+            start, stop = _split(n, t, n_threads)
+            dense_span(X, x_sq, x_sq, CT, half_sq, labels, dist, sums[t], weights[t], start,
+                       stop, False)
+
+
+@njit(parallel=True, nogil=True, cache=CACHE)
+def csr_assign(data, indices, indptr, centers, n_threads, labels, dist):
+    """:func:`dense_assign` for CSR rows."""
+    n = indptr.shape[0] - 1
+    sums = np.empty((n_threads, 0, 0), dtype=centers.dtype)
+    weights = np.empty((n_threads, 0), dtype=centers.dtype)
+    CT, half_sq = _keys(centers, sums, weights, False)
+    if n_threads == 1:
+        csr_span(data, indices, indptr, data, CT, half_sq, labels, dist, sums[0], weights[0],
+                 0, n, False)
+    else:
+        for t in prange(n_threads):
+            start, stop = _split(n, t, n_threads)
+            csr_span(data, indices, indptr, data, CT, half_sq, labels, dist, sums[t],
+                     weights[t], start, stop, False)
+
+
 @njit(nogil=True, cache=CACHE)
 def _csr_rows(data, indices, indptr, rows, d, like):
     """The CSR rows ``rows``, dense, in the dtype of ``like``."""
