@@ -27,6 +27,7 @@ from ..utils import (
     resolve_device,
     to_numpy,
     to_tensor,
+    torch_dtype,
 )
 from . import _dask, _lloyd
 from ._base import (
@@ -37,6 +38,7 @@ from ._base import (
 )
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
+from ._sparse import point_tokens
 from ._swaps import swap_centers
 from ._updates import Mean
 
@@ -271,7 +273,7 @@ default="k-means++"
         """
         first = not hasattr(self, "cluster_centers_")
         space = output_space(X)
-        X = check_data(self, X, reset=first)
+        X = check_data(self, X, reset=first, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
         if self.weights is not None:
             raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
@@ -280,7 +282,6 @@ default="k-means++"
         sample_weight = check_sample_weight(sample_weight, X.shape[0], dtype)
         device = resolve_device(self.device, data=X)
         with torch.inference_mode():
-            Xt = to_tensor(X, device)
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             if first:
                 if X.shape[0] < self.n_clusters:
@@ -290,18 +291,18 @@ default="k-means++"
                 # (the initial centers' draws, on the CPU wherever the data are: as the
                 # fit's, the same centers for a seed on any device)
                 generator = make_generator(self.random_state)
-                points = self._tokens(Xt, Xt.mean(0))
+                points = self._tokens(X, device)
                 centers, _ = self._initialize(points, init, generator, wt)
                 self.cluster_centers_ = to_numpy(centers + points.shift)
-            centers = to_tensor(self.cluster_centers_, device, dtype=Xt.dtype)
+            centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
             if not hasattr(self, "counts_"):  # a first batch, or after fit: its cluster sizes
                 labels = np.empty(0, np.int32) if first else as_numpy(self.labels_)
                 self.counts_ = np.bincount(labels[labels >= 0],
                                            minlength=self.n_clusters).astype(dtype)
                 self.n_steps_ = 0
-            points = self._tokens(Xt, centers.mean(0))
+            points = self._tokens(X, device, shift=centers.mean(0))
             centers = centers - points.shift
-            counts = to_tensor(self.counts_, device, dtype=Xt.dtype)
+            counts = to_tensor(self.counts_, device, dtype=centers.dtype)
             centers, total = _lloyd.online_step(points, wt, centers, counts,
                                                 temperature=self.temperature)
             self.cluster_centers_ = to_numpy(centers + points.shift)
@@ -320,10 +321,16 @@ default="k-means++"
         self._publish(space)
         return self
 
-    def _tokens(self, Xt, shift):
-        rows = _lloyd.layer_rows(Xt.shape[0], self.n_clusters, Xt.shape[1], self.batch_size,
-                                 Xt.device)
-        return _lloyd.PointTokens(Xt, rows=rows, attention=self._attention, shift=shift)
+    def _tokens(self, X, device, shift=None):
+        """The point tokens of a batch (CSR or dense; dense ones shifted by ``shift``, by
+        their mean when None)."""
+        sparse = sp.issparse(X)
+        rows = _lloyd.layer_rows(X.shape[0], self.n_clusters, 0 if sparse else X.shape[1],
+                                 self.batch_size, device)
+        if not sparse:
+            X = to_tensor(X, device)
+            shift = X.mean(0) if shift is None else shift
+        return point_tokens(X, device, rows=rows, attention=self._attention, shift=shift)
 
     def _fit_mixture(self, weight, cost):
         if self.temperature is None:

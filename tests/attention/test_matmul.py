@@ -65,6 +65,9 @@ def test_gradients_flow_through_the_fallback():
 
 @pytest.mark.parametrize("n_features, n_clusters, deep", [(40, 128, True), (12, 8, False)])
 def test_kmeans_fits_the_same_with_either_product(monkeypatch, n_features, n_clusters, deep):
+    from sktransformer.cluster._compiled import _engine
+
+    monkeypatch.setattr(_engine._LOOPS, "enabled", False)  # (the torch layers' products)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, n_features)).astype(np.float32)
     X[:1000] += 4

@@ -94,3 +94,19 @@ def test_partial_fit_refuses_what_it_cannot_do():
     learned = np.zeros((10, 32))
     with pytest.raises(ValueError, match="learned weights"):
         TransformerKMeans(10, weights="learned", device="cpu").partial_fit(learned)
+
+
+def test_partial_fit_takes_csr_batches_as_their_dense_form():
+    import scipy.sparse as sp
+
+    X = sp.random(600, 30, density=0.2, random_state=0, format="csr")
+    w = np.random.default_rng(0).uniform(0.5, 2, 600)
+    sparse, dense = (TransformerKMeans(5, random_state=0, device="cpu") for _ in range(2))
+    for start in range(0, 600, 150):
+        rows = slice(start, start + 150)
+        sparse.partial_fit(X[rows], sample_weight=w[rows])
+        dense.partial_fit(X[rows].toarray(), sample_weight=w[rows])
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, atol=1e-12)
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    np.testing.assert_allclose(sparse.counts_, dense.counts_)
+    assert sparse.n_steps_ == 4
