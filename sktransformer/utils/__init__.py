@@ -21,7 +21,7 @@ from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._nearest import nearest_members, nearest_members_available
 from ._numba import CompiledLoops
-from ._parallel import ChunkRunner
+from ._parallel import ChunkRunner, thread_budget
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
 from ._scatter import (
@@ -79,6 +79,7 @@ __all__ = [
     "spread",
     "squared_scale_error",
     "StrOptions",
+    "thread_budget",
     "through_numpy",
     "to_numpy",
     "to_output",

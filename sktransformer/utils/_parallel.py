@@ -124,12 +124,14 @@ class ChunkRunner:
         if self.n_workers > 1 and not getattr(_local, "worker", False):
             self._saved_threads = torch.get_num_threads()
             torch.set_num_threads(1)  # (the calling thread is one of the workers)
+            _local.saved_threads = self._saved_threads
             self._pool = _worker_threads(self.n_workers - 1)
         return self
 
     def __exit__(self, *exc):
         if self._pool is not None:
             self._pool = None
+            _local.saved_threads = None
             torch.set_num_threads(self._saved_threads)
         return False
 
@@ -156,3 +158,14 @@ class ChunkRunner:
             wait(futures)  # no work left running when the error leaves
             raise
         return [f.result() for f in futures] + [last]
+
+
+def thread_budget():
+    """The threads this thread's parallel work may use: torch's count (which follows
+    ``OMP_NUM_THREADS``, ``torch.set_num_threads`` and threadpoolctl's OpenMP limits, as
+    in a joblib worker), the process's own while a runner holds torch to one thread; 1 in
+    a runner's worker."""
+    if getattr(_local, "worker", False):
+        return 1
+    saved = getattr(_local, "saved_threads", None)
+    return saved if saved else torch.get_num_threads()

@@ -2,6 +2,7 @@
 rounding) on dense and CSR data, with weights, empty clusters and both stops. (Against
 scikit-learn's KMeans: tests/cluster/test_kmeans.py, whose fits run through the loop.)"""
 
+import os
 import subprocess
 import sys
 
@@ -199,3 +200,25 @@ def test_compiled_assignment_matches_torchs(sparse, dtype, monkeypatch):
     assert torch.equal(ours[0], theirs[0])
     torch.testing.assert_close(ours[1], theirs[1], rtol=1e-4 if dtype == np.float32 else 1e-9,
                                atol=1e-4 if dtype == np.float32 else 1e-9)
+
+
+def test_threads_follow_threadpoolctls_openmp_limit():
+    from threadpoolctl import threadpool_limits
+
+    assert _engine._threads(10**7) == min(torch.get_num_threads(), _engine._threads(10**7))
+    with threadpool_limits(1, user_api="openmp"):
+        assert _engine._threads(10**7) == 1
+    assert _engine._threads(100) == 1  # (too few rows to share)
+
+
+def test_a_fit_keeps_torchs_thread_count_from_omp_num_threads():
+    # numba's OpenMP layer sets the runtime it shares with torch to every core when it
+    # starts: the count OMP_NUM_THREADS gave torch is put back
+    code = ("import numpy as np, torch\n"
+            "from sktransformer import TransformerKMeans\n"
+            "TransformerKMeans(3, random_state=0).fit(np.random.rand(20000, 3))\n"
+            "print(torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "1"

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from ...utils import CompiledLoops
+from ...utils import CompiledLoops, thread_budget
 
 
 def _build(numba, cache):
@@ -47,9 +47,18 @@ def lloyd_available(points, sample_weight=None):
 
 
 def _threads(n_samples):
+    """Threads for a pass over ``n_samples`` rows: within numba's and torch's counts (see
+    :func:`~sktransformer.utils.thread_budget`: OMP_NUM_THREADS, threadpoolctl's limits
+    and a joblib worker's share are followed), and ``_ROWS_PER_THREAD`` rows each."""
     import numba  # (built: numba is there)
 
-    return max(1, min(numba.get_num_threads(), n_samples // _ROWS_PER_THREAD))
+    budget, torch_threads = thread_budget(), torch.get_num_threads()
+    most = numba.get_num_threads()
+    if torch.get_num_threads() != torch_threads:
+        # numba's OpenMP layer, started by its first call, set the runtime it shares with
+        # torch to every core: torch's count (OMP_NUM_THREADS, say) is put back
+        torch.set_num_threads(torch_threads)
+    return max(1, min(most, budget, n_samples // _ROWS_PER_THREAD))
 
 
 def run_lloyd(points, sample_weight, centers, *, max_iter, tol):
