@@ -264,7 +264,7 @@ def warm_up(lib, X, init):
     compiled sums, which a large fit loads on first use (the script prints that cost)."""
     LIBRARIES[lib](X[:2000], init)
     if lib == "sktransformer":
-        from sktransformer.utils import compiled_available
+        from sktransformer.cluster._compiled import compiled_available
 
         start, rss = time.perf_counter(), _status_mb("VmRSS")
         if compiled_available() and not getattr(warm_up, "said", False):

@@ -27,7 +27,7 @@ def fits_with_and_without(loops, make, dtype, monkeypatch):
     (``loops``, its ``CompiledLoops``: one function or a tuple), then without them, every
     fit counted large enough for the compiled paths; asserts that the loops ran in the
     first fit only."""
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.cluster._compiled._scatter as scatter
 
     monkeypatch.setattr(scatter, "COMPILED_MIN_ELEMENTS", 0)  # every fit is large
     rng = np.random.default_rng(1)

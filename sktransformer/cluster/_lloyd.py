@@ -22,20 +22,17 @@ import math
 import torch
 
 from ..attention import get_score, matmul_nt, uses_onednn
-from ..utils import (
-    ChunkRunner,
+from ..utils import ChunkRunner, chunk_rows, iter_chunks, logger, progress
+from ._compiled import (
     RowAdder,
-    chunk_rows,
     index_add_rows,
-    iter_chunks,
-    logger,
+    lloyd_available,
     nearest_members,
     nearest_members_available,
-    progress,
+    run_lloyd,
     use_compiled,
 )
 from ._compiled import assign as compiled_assign
-from ._compiled import lloyd_available, run_lloyd
 
 _ONEDNN_MIN_ROWS = 256  # chunks of fewer rows keep torch.mm (see PointTokens.chunks)
 

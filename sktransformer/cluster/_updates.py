@@ -41,15 +41,14 @@ from ..attention import (
     gumbel,
     keep_incumbent,
 )
-from ..utils import (
-    flatnonzero,
-    greater,
+from ..utils import flatnonzero, greater
+from . import _lloyd
+from ._compiled import (
     sparsemax_sums,
     sparsemax_sums_available,
     trim_pass,
     trim_pass_available,
 )
-from . import _lloyd
 
 
 def _objective(min_dist, sample_weight, mask=None):

@@ -237,7 +237,7 @@ def test_relocation_skips_the_excluded_points():
 def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
     # numba's loop (when installed) adds the same rows in the same order as index_add_
     # in the torch layers (plain Lloyd's here too, not the whole compiled loop)
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.cluster._compiled._scatter as scatter
     from sktransformer.cluster._compiled import _engine
 
     monkeypatch.setattr(_engine._LOOPS, "enabled", False)
@@ -264,7 +264,7 @@ def test_compiled_sums_give_the_same_fit(make, dtype, monkeypatch):
 
 def test_large_fits_load_the_compiled_sums_and_smaller_ones_use_them_once_loaded(
         monkeypatch):
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.cluster._compiled._scatter as scatter
 
     def tokens(n):  # (16 token elements a row)
         return _lloyd.PointTokens(torch.zeros(n, 15), rows=64)

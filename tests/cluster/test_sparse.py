@@ -97,9 +97,8 @@ def test_variants_that_need_dense_data_say_so(est):
         est.set_params(device="cpu").fit(X)
 
 
-def test_learned_weights_and_partial_fit_need_dense_data():
+def test_learned_weights_need_dense_data():
+    # (partial_fit takes CSR: tests/cluster/test_partial_fit.py)
     X = sp.random(40, 32, density=0.5, format="csr", random_state=0)
     with pytest.raises(TypeError, match="weights=None"):
         TransformerKMeans(10, weights="learned", device="cpu").fit(X)
-    with pytest.raises(TypeError, match="dense data is required"):
-        TransformerKMeans(2, device="cpu").partial_fit(X)

@@ -83,7 +83,7 @@ def test_merge_topk_refuses_what_it_cannot_take(monkeypatch):
 def test_a_fresh_process_loads_the_loops_from_numba_s_cache():
     # a loop that closes over another compiled function misses numba's cache in every
     # process (it recompiled, 0.7-1 s a process, before the merge was written as one loop)
-    from sktransformer.utils import _nearest, _scatter, _sparsemax, _trim
+    from sktransformer.cluster._compiled import _nearest, _scatter, _sparsemax, _trim
 
     # (compiled and cached, if need be)
     merge, sums, trim = _topk._LOOPS.get(), _scatter._LOOPS.get(), _trim._LOOPS.get()
@@ -92,7 +92,8 @@ def test_a_fresh_process_loads_the_loops_from_numba_s_cache():
     if not os.access(os.path.join(folder, "__pycache__"), os.W_OK):
         pytest.skip("numba cannot cache here (no writable __pycache__): it compiles in memory")
     code = ("import json\n"
-            "from sktransformer.utils import _nearest, _scatter, _sparsemax, _topk, _trim\n"
+            "from sktransformer.cluster._compiled import _nearest, _scatter, _sparsemax, _trim\n"
+            "from sktransformer.utils import _topk\n"
             "loops = [_topk._LOOPS.get(), *_scatter._LOOPS.get(), _trim._LOOPS.get(),"
             " *_sparsemax._LOOPS.get(), _nearest._LOOPS.get()]\n"
             "print(json.dumps([[sum(f.stats.cache_hits.values()) for f in loops],"

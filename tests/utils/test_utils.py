@@ -2,12 +2,11 @@ import numpy as np
 import pytest
 import torch
 
+from sktransformer.cluster._compiled import compiled_available, index_add_rows
 from sktransformer.utils import (
     chunk_rows,
-    compiled_available,
     flatnonzero,
     greater,
-    index_add_rows,
     iter_chunks,
     make_generator,
     resolve_device,
@@ -249,7 +248,7 @@ def test_index_add_rows_compiled_is_index_add_to_the_bit(dtype, weighted):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("within", [False, True])
 def test_row_adder_by_chunks_is_index_add_rows_over_all_rows(compiled, weighted, within):
-    from sktransformer.utils import RowAdder
+    from sktransformer.cluster._compiled import RowAdder
 
     g = torch.Generator().manual_seed(0)
     n = 1000
@@ -272,7 +271,7 @@ def test_row_adder_by_chunks_is_index_add_rows_over_all_rows(compiled, weighted,
 @pytest.mark.parametrize("within", [False, True])
 def test_index_add_rows_by_partial_rows_is_index_add(within, monkeypatch):
     # the GPU's path (each target spread over LANES partial rows), here on the CPU
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.utils._lanes as lanes
 
     g = torch.Generator().manual_seed(0)
     source = torch.randn(5000, 17, generator=g, dtype=torch.float64)
@@ -283,8 +282,8 @@ def test_index_add_rows_by_partial_rows_is_index_add(within, monkeypatch):
         limits = (torch.rand(5000, generator=g, dtype=torch.float64), torch.full((1,), 0.5))
     expected = index_add_rows(torch.zeros(10, 17, dtype=torch.float64), index, source,
                               weight, within=limits)
-    monkeypatch.setattr(scatter, "_contends", lambda index, n_targets: True)
-    assert scatter.spread(index, 10) is not None
+    monkeypatch.setattr(lanes, "_contends", lambda index, n_targets: True)
+    assert lanes.spread(index, 10) is not None
     acc = torch.zeros(10, 17, dtype=torch.float64)
     assert index_add_rows(acc, index, source, weight, within=limits) is acc
     torch.testing.assert_close(acc, expected, rtol=1e-12, atol=1e-12)
@@ -304,7 +303,7 @@ def test_spread_only_where_adds_contend_on_a_gpu():
 
 
 def test_index_add_rows_takes_torch_s_path_where_the_loop_cannot(monkeypatch):
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.cluster._compiled._scatter as scatter
 
     calls = []
     kernels = scatter._LOOPS.get()
@@ -367,7 +366,7 @@ def test_index_add_rows_refuses_an_index_out_of_range(weighted, bad):
 def test_index_add_rows_without_a_numba_cache_or_numba_s_loop(monkeypatch):
     # no writable cache: compiled in memory; no loop at all: torch's path, with a warning
     numba = pytest.importorskip("numba")
-    import sktransformer.utils._scatter as scatter
+    import sktransformer.cluster._compiled._scatter as scatter
 
     njit = numba.njit
 

@@ -5,8 +5,26 @@ points allow it (:func:`lloyd_available`); ``kmeans_plusplus`` seeds it, ``swap_
 finds the center swaps to try after it and ``assign`` labels points. The torch layers
 serve everything else (GPU tensors, soft and variant updates) and are the reference the
 loop is tested against.
+
+The torch layers' own compiled passes are here too: the members' row sums
+(``index_add_rows``, ``RowAdder``), trimming's pass, robust k-means' sparsemax sums and
+k-medoids' nearest members.
 """
 
 from ._engine import assign, kmeans_plusplus, lloyd_available, run_lloyd, swap_trials
+from ._nearest import nearest_members, nearest_members_available
+from ._scatter import (
+    COMPILED_MIN_ELEMENTS,
+    RowAdder,
+    compiled_available,
+    index_add_rows,
+    use_compiled,
+)
+from ._sparsemax import sparsemax_sums, sparsemax_sums_available
+from ._trim import trim_pass, trim_pass_available
 
-__all__ = ["assign", "kmeans_plusplus", "lloyd_available", "run_lloyd", "swap_trials"]
+__all__ = ["assign", "COMPILED_MIN_ELEMENTS", "compiled_available", "index_add_rows",
+           "kmeans_plusplus", "lloyd_available", "nearest_members",
+           "nearest_members_available", "RowAdder", "run_lloyd", "sparsemax_sums",
+           "sparsemax_sums_available", "swap_trials", "trim_pass", "trim_pass_available",
+           "use_compiled"]

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from sktransformer.attention import group_sparsemax, group_sums
-from sktransformer.utils import ChunkRunner, _sparsemax, index_add_rows, sparsemax_sums
+from sktransformer.cluster._compiled import _sparsemax, index_add_rows, sparsemax_sums
+from sktransformer.utils import ChunkRunner
 
 from ..conftest import fits_with_and_without
 

@@ -21,7 +21,9 @@ import math
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops, plain
+from ...utils import COMPILED_DTYPES as DTYPES
+from ...utils import CompiledLoops
+from ...utils import plain_tensors as plain
 
 
 def _build(numba, cache):

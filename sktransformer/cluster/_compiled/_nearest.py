@@ -20,8 +20,9 @@ equal, as torch's path does).
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops, plain
-from ._parallel import ChunkRunner
+from ...utils import COMPILED_DTYPES as DTYPES
+from ...utils import ChunkRunner, CompiledLoops
+from ...utils import plain_tensors as plain
 
 
 def _build(numba, cache):

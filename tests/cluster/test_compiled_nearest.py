@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from sktransformer.attention import group_argmax
-from sktransformer.utils import ChunkRunner, _nearest, nearest_members, nearest_members_available
+from sktransformer.cluster._compiled import _nearest, nearest_members, nearest_members_available
+from sktransformer.utils import ChunkRunner
 
 from ..conftest import fits_with_and_without
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sktransformer.cluster import _updates
-from sktransformer.utils import _trim, trim_pass, trim_pass_available
+from sktransformer.cluster._compiled import _trim, trim_pass, trim_pass_available
 
 from ..conftest import fits_with_and_without
 

@@ -1,8 +1,8 @@
 """Row sums by index, ``acc[index[i]] += w_i source[i]``: the center update's accumulation.
 
 torch's CPU ``index_add_`` adds one row at a time, at 10-17 ns a row on the machines we
-measure (a third of a k-means layer at d = 16). When numba is installed (the ``fast``
-extra), large fits run a compiled loop instead: 4-6 ns a row, the per-row weight folded
+measure (a third of a k-means layer at d = 16). Large fits of the torch layers run a
+compiled loop instead: 4-6 ns a row, the per-row weight folded
 in, and the GIL released, so the layer's worker threads do not queue for it. The rows are
 added in the same order, so the sums are the same to the bit.
 
@@ -15,7 +15,9 @@ every layer is large (see ``COMPILED_MIN_ELEMENTS``).
 import numpy as np
 import torch
 
-from ._numba import DTYPES, CompiledLoops, plain
+from ...utils import COMPILED_DTYPES as DTYPES
+from ...utils import LANES, CompiledLoops, spread
+from ...utils import plain_tensors as plain
 
 # A fit uses the compiled loop from this many token elements (rows x width) a layer on
 # (30,000 points of 32 features): smaller fits never load numba. The loop saves about 8 ns
@@ -28,30 +30,6 @@ COMPILED_MIN_ELEMENTS = 1 << 20
 # a thousand rows (150 x 5: 4.9 against 10 us; 1000 x 17: 27 against 13; 10000 x 5: 166
 # against 49)
 _LOADED_MIN_ELEMENTS = 1 << 14
-
-
-# On a GPU the atomic adds into few rows (clusters) queue on the same addresses: row ``i``
-# adds into partial row ``i % LANES`` of its target instead, summed after, from
-# ``_LANES_MIN`` rows on and while the partial rows are fewer than the source's. On an
-# H200: 10^6 values into 64 groups by scatter_add 61 against 270 us (float64), 69 against
-# 293 (float32); the layer's index_add_ of 500,000 x 33 rows into 65, 0.11 against 0.20 ms
-LANES = 32
-_LANES_MIN = 1 << 15
-
-
-def _contends(index, n_targets):
-    n = len(index)
-    return index.device.type == "cuda" and n >= _LANES_MIN and n_targets * LANES <= n
-
-
-def spread(index, n_targets):
-    """``LANES * index_i + i % LANES`` where the adds of ``index`` into ``n_targets`` targets
-    would contend on a GPU (then the targets are ``n_targets * LANES`` partial ones, to sum
-    by lanes), else None."""
-    if not _contends(index, n_targets):
-        return None
-    lane = torch.arange(len(index), device=index.device).bitwise_and_(LANES - 1)
-    return lane.add_(index, alpha=LANES)
 
 
 def _build(numba, cache):
