@@ -222,3 +222,12 @@ def test_a_fit_keeps_torchs_thread_count_from_omp_num_threads():
                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_large_dense_fits_run_the_torch_layers():
+    # (where their large tiles and two workers measured faster than the loop's chunks)
+    small = _points(np.zeros((100, 2)))
+    large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2)))
+    assert _compiled.lloyd_available(small) and not _compiled.lloyd_available(large)
+    sparse = _points(sp.csr_matrix((_engine.TORCH_MIN_ROWS, 2)))
+    assert _compiled.lloyd_available(sparse)
