@@ -28,9 +28,9 @@ def _problem(seed=0, n=200, k=7):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_group_sums_are_the_sums_of_each_group(dtype, lanes, monkeypatch):
     # lanes: the GPU's path (partial sums per group), here on the CPU
-    from sktransformer.utils import _scatter
+    from sktransformer.utils import _lanes
 
-    monkeypatch.setattr(_scatter, "_contends", lambda index, n_targets: lanes)
+    monkeypatch.setattr(_lanes, "_contends", lambda index, n_targets: lanes)
     scores, groups, k, weight = _problem(4)  # group 3 empty
     sums = group_sums(scores.to(dtype), groups, k)
     assert sums.dtype == dtype and sums.shape == (k,) and sums[3] == 0
@@ -99,9 +99,9 @@ def test_group_quantile_is_the_weighted_inverted_cdf(q):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_group_max_is_the_largest_of_each_group(dtype, lanes, monkeypatch):
     import sktransformer.attention._grouped as grouped
-    from sktransformer.utils import _scatter
+    from sktransformer.utils import _lanes
 
-    monkeypatch.setattr(_scatter, "_contends", lambda index, n_targets: lanes)
+    monkeypatch.setattr(_lanes, "_contends", lambda index, n_targets: lanes)
     scores, groups, k, _ = _problem(4)  # group 3 empty
     best = grouped.group_max(scores.to(dtype), groups, k)
     assert best.dtype == dtype and best[3] == -torch.inf
@@ -111,9 +111,9 @@ def test_group_max_is_the_largest_of_each_group(dtype, lanes, monkeypatch):
 
 @pytest.mark.parametrize("lanes", [False, True])
 def test_group_argmax_ties_and_incumbent(lanes, monkeypatch):
-    from sktransformer.utils import _scatter
+    from sktransformer.utils import _lanes
 
-    monkeypatch.setattr(_scatter, "_contends", lambda index, n_targets: lanes)
+    monkeypatch.setattr(_lanes, "_contends", lambda index, n_targets: lanes)
     scores = torch.tensor([1.0, 3.0, 3.0, 2.0, 5.0, 5.0])
     groups = torch.tensor([0, 0, 0, 1, 1, 1])
     assert group_argmax(scores, groups, 3).tolist() == [1, 4, -1]
