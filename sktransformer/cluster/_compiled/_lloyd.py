@@ -18,7 +18,9 @@ pays. Here one compiled call runs every layer of a fit, the convergence test inc
 
 These are the same layers as the torch path's, so both give the same labels and the same
 centers up to rounding (``tests/cluster/test_compiled.py``). BLAS runs one thread inside
-(:func:`one_blas_thread`): each of our threads makes its own small products.
+(the caller holds it there, ``_engine._one_blas_thread``): each of our threads makes its
+own small products. Also here: greedy k-means++ (the torch seeding's draws, passed in), the
+search for center swaps, and the assignment alone.
 """
 
 import numpy as np
@@ -226,8 +228,8 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
 def dense_assign(X, x_sq, centers, n_threads, labels, dist):
     """The assignment alone (labels, squared distances) of dense rows to ``centers``."""
     n = X.shape[0]
-    sums = np.empty((n_threads, 0, 0), dtype=X.dtype)  # (no sums)
-    weights = np.empty((n_threads, 0), dtype=X.dtype)
+    sums = np.empty((n_threads, 0, 0), dtype=X.dtype)  # (no sums: the passes below read
+    weights = np.empty((n_threads, 0), dtype=X.dtype)  # no weight, x_sq stands for it)
     CT, half_sq = _keys(centers, sums, weights, False)
     if n_threads == 1:
         dense_span(X, x_sq, x_sq, CT, half_sq, labels, dist, sums[0], weights[0], 0, n,
@@ -243,8 +245,8 @@ def dense_assign(X, x_sq, centers, n_threads, labels, dist):
 def csr_assign(data, indices, indptr, centers, n_threads, labels, dist):
     """:func:`dense_assign` for CSR rows."""
     n = indptr.shape[0] - 1
-    sums = np.empty((n_threads, 0, 0), dtype=centers.dtype)
-    weights = np.empty((n_threads, 0), dtype=centers.dtype)
+    sums = np.empty((n_threads, 0, 0), dtype=centers.dtype)  # (as dense_assign's: data
+    weights = np.empty((n_threads, 0), dtype=centers.dtype)  # stands for the weight)
     CT, half_sq = _keys(centers, sums, weights, False)
     if n_threads == 1:
         csr_span(data, indices, indptr, data, CT, half_sq, labels, dist, sums[0], weights[0],
