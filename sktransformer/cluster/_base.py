@@ -145,6 +145,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     _center_data = True  # shift the points by their mean (float32 precision)
     _array_attributes = ("cluster_centers_", "labels_") + MIXTURE_ATTRIBUTES
     _accepts_sparse = False  # scipy sparse X (CSR), for the variants that take it
+    _dense_only = "its update"  # (what needs dense rows, for the error on sparse X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -191,6 +192,14 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                                  runner=runner)
 
     # -- fitting -----------------------------------------------------------------------
+
+    def _check_sparse(self, X):
+        """Raise a TypeError that says why, for sparse X where the estimator needs dense."""
+        if not self._accepts_sparse and sp.issparse(X):
+            raise TypeError(
+                f"{type(self).__name__} does not take sparse data: {self._dense_only} is "
+                f"written for dense rows. Use X.toarray() if it fits in memory, or "
+                f"TransformerKMeans or SphericalTransformerKMeans, which take CSR.")
 
     def _check_init(self, X, random_state):
         """The init as an array of shape (n_clusters, n_features) of X's dtype, or a string.
@@ -285,6 +294,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _fit_in_memory(self, X, sample_weight):
         """The fit on in-memory X; returns the number of distinct labels."""
         space = output_space(X)
+        self._check_sparse(X)
         X = check_data(self, X, reset=True, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
         n_samples = X.shape[0]
@@ -356,6 +366,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _prepare(self, X):
         """Point tokens of the validated X and the centers in their coordinates."""
         check_is_fitted(self)
+        self._check_sparse(X)
         X = check_data(self, X, reset=False, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
         X = self._preprocess(X)

@@ -109,6 +109,7 @@ class TransformerKMedoids(BaseCircuitClustering):
         self.batch_size = batch_size
 
     _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_") + MIXTURE_ATTRIBUTES
+    _dense_only = "the search for each cluster's medoid among its members"
 
     def _tol(self, mean_variance):
         return 0.0  # stop when no medoid moves

@@ -83,6 +83,8 @@ default="k-means++"
     [[0.5, 0.5], [9.33, 9.33]]
     """
 
+    _dense_only = "the sparsemax weighting of the members"
+
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
         "beta": [Interval(Real, 0, None, closed="neither")],

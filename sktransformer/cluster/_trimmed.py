@@ -157,6 +157,7 @@ default="k-means++"
         return Trim(self.n_clusters, self.trim, self.trimming)
 
     _array_attributes = ("cluster_centers_", "labels_", "thresholds_") + MIXTURE_ATTRIBUTES
+    _dense_only = "trimming's selection of each layer's radius"
 
     def _location_and_scale(self, sample):
         """The coordinate-wise median and the mean over features of the variance of each

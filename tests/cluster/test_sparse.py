@@ -89,16 +89,22 @@ def test_memory_follows_the_non_zeros():
     assert np.allclose(np.linalg.norm(est.cluster_centers_, axis=1), 1)
 
 
-@pytest.mark.parametrize("est", [TrimmedTransformerKMeans(2), RobustTransformerKMeans(2),
-                                 TransformerKMedoids(2)])
-def test_variants_that_need_dense_data_say_so(est):
-    X = sp.random(20, 3, density=0.5, format="csr", random_state=0)
-    with pytest.raises(TypeError, match=r"dense data is required.*toarray"):
-        est.set_params(device="cpu").fit(X)
-
-
 def test_learned_weights_need_dense_data():
     # (partial_fit takes CSR: tests/cluster/test_partial_fit.py)
     X = sp.random(40, 32, density=0.5, format="csr", random_state=0)
     with pytest.raises(TypeError, match="weights=None"):
         TransformerKMeans(10, weights="learned", device="cpu").fit(X)
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda: TrimmedTransformerKMeans(2, device="cpu"), "radius"),
+    (lambda: RobustTransformerKMeans(2, device="cpu"), "sparsemax"),
+    (lambda: TransformerKMedoids(2, device="cpu"), "medoid"),
+])
+def test_variants_that_need_dense_data_say_why(make, reason):
+    X = sp.random(40, 5, density=0.5, format="csr", random_state=0)
+    with pytest.raises(TypeError, match=f"does not take sparse data: .*{reason}"):
+        make().fit(X)
+    fitted = make().fit(X.toarray())
+    with pytest.raises(TypeError, match="TransformerKMeans or SphericalTransformerKMeans"):
+        fitted.predict(X)
