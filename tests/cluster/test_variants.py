@@ -316,7 +316,7 @@ def test_bad_input_is_a_clear_error_and_loses_nothing(cls):
     with pytest.raises(ValueError, match="n_samples=2 should be >= n_clusters=3"):
         clone(est).fit(X[:2])
     if not est.__sklearn_tags__().input_tags.sparse:  # the others: tests/cluster/test_sparse.py
-        with pytest.raises(TypeError, match=r"dense data is required.*toarray"):
+        with pytest.raises(TypeError, match=r"does not take sparse data.*toarray"):
             clone(est).fit(sp.csr_matrix(X))
     with pytest.raises(ValueError, match="X has 2 features"):
         est.predict(X[:, :2])
