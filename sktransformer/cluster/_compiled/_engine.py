@@ -10,8 +10,7 @@ def _build(numba, cache):
     from . import _lloyd  # (numba imported, its loops cached on disk where it can)
 
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
-            "swap_trials": _lloyd.swap_trials, "kmeans_plusplus": _lloyd.kmeans_plusplus,
-            "dense_assign": _lloyd.dense_assign, "csr_assign": _lloyd.csr_assign}
+            "swap_trials": _lloyd.swap_trials, "kmeans_plusplus": _lloyd.kmeans_plusplus}
 
 
 _LOOPS = CompiledLoops(_build, "numba's Lloyd loop", "torch's layers")
@@ -74,26 +73,9 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol):
     """Hard k-means layers from ``centers`` (shifted coordinates) until convergence, in one
     compiled call: what :func:`~sktransformer.cluster._lloyd.run_layers` returns for the
     mean update, ``(centers, labels, inertia, n_iter)`` as tensors and numbers."""
-    loops = _LOOPS.get()
-    dtype = points.dtype
-    n, k = points.n, centers.shape[0]
-    weight = (np.ones(n, dtype=_numpy(dtype)) if sample_weight is None
-              else _array(sample_weight.to(dtype)))
-    start = _array(centers).copy()
-    labels = np.empty(n, dtype=np.int64)
-    dist = np.empty(n, dtype=start.dtype)
-    n_threads = _threads(n)
-    sums = np.empty((n_threads, k, points.d), dtype=start.dtype)
-    weights = np.empty((n_threads, k), dtype=start.dtype)
-    with _one_blas_thread():
-        if points.X is None:  # (CSR)
-            out, n_iter, _ = loops["csr_loop"](
-                _array(points.values), _array(points.cols), points.indptr, weight, start,
-                max_iter, tol, n_threads, labels, dist, sums, weights)
-        else:
-            X, x_sq = _shifted(points)
-            out, n_iter, _ = loops["dense_loop"](X, x_sq, weight, start, max_iter, tol,
-                                                 n_threads, labels, dist, sums, weights)
+    weight = (np.ones(points.n, dtype=_numpy(points.dtype)) if sample_weight is None
+              else _array(sample_weight.to(points.dtype)))
+    out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol)
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
     inertia = float(np.sum(dist * weight, dtype=np.float64))
     return torch.from_numpy(out), torch.from_numpy(labels), inertia, n_iter
@@ -108,18 +90,32 @@ def assign(points, centers):
     if (points.X is not None and "_compiled_rows" not in points.__dict__
             and points.n * points.d > _COPY_MAX):
         return None
+    none = np.empty(0, dtype=_numpy(points.dtype))  # (the loop reads no weight then)
+    _, _, labels, dist = _loop(points, none, centers, 0, 0.0)
+    return torch.from_numpy(labels), torch.from_numpy(dist)
+
+
+def _loop(points, weight, centers, max_iter, tol):
+    """The compiled loop over the points (dense or CSR): ``(centers, n_iter, labels,
+    squared distances)`` as numpy arrays. ``max_iter=0``: the assignment alone."""
     loops = _LOOPS.get()
-    start = _array(centers)
-    labels = np.empty(points.n, dtype=np.int64)
-    dist = np.empty(points.n, dtype=start.dtype)
+    start = _array(centers).copy()
+    n, k = points.n, (start.shape[0] if max_iter else 0)  # (no sums for an assignment)
+    labels = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=start.dtype)
+    n_threads = _threads(n)
+    sums = np.empty((n_threads, k, points.d if k else 0), dtype=start.dtype)
+    weights = np.empty((n_threads, k), dtype=start.dtype)
     with _one_blas_thread():
-        if points.X is None:
-            loops["csr_assign"](_array(points.values), _array(points.cols), points.indptr,
-                                start, _threads(points.n), labels, dist)
+        if points.X is None:  # (CSR)
+            out, n_iter, _ = loops["csr_loop"](
+                _array(points.values), _array(points.cols), points.indptr, weight, start,
+                max_iter, float(tol), n_threads, labels, dist, sums, weights)
         else:
             X, x_sq = _shifted(points)
-            loops["dense_assign"](X, x_sq, start, _threads(points.n), labels, dist)
-    return torch.from_numpy(labels), torch.from_numpy(dist)
+            out, n_iter, _ = loops["dense_loop"](X, x_sq, weight, start, max_iter, float(tol),
+                                                 n_threads, labels, dist, sums, weights)
+    return out, n_iter, labels, dist
 
 
 def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers):

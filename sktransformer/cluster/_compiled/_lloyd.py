@@ -20,7 +20,7 @@ These are the same layers as the torch path's, so both give the same labels and 
 centers up to rounding (``tests/cluster/test_compiled.py``). BLAS runs one thread inside
 (the caller holds it there, ``_engine._one_blas_thread``): each of our threads makes its
 own small products. Also here: greedy k-means++ (the torch seeding's draws, passed in), the
-search for center swaps, and the assignment alone.
+search for center swaps; the loops with ``max_iter=0`` give the assignment alone.
 """
 
 import numpy as np
@@ -197,10 +197,11 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
                weights):
     """Every layer of one hard k-means run on dense rows (shifted; ``x_sq``, their squared
     norms). Returns the centers, the layers run and whether the labels converged strictly;
-    ``labels`` and ``dist`` hold the final assignment."""
+    ``labels`` and ``dist`` hold the final assignment. ``max_iter=0``: that assignment
+    alone (``weight``, ``sums`` and ``weights`` are then not read)."""
     n = X.shape[0]
     labels_old = np.full(n, -2, dtype=labels.dtype)
-    n_iter, state = 0, 0
+    n_iter, state = 0, 0 if max_iter > 0 else 2
     while True:
         accumulate = state == 0
         CT, half_sq = _keys(centers, sums, weights, accumulate)
@@ -224,40 +225,6 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
     return centers, n_iter, state == 1
 
 
-@njit(parallel=True, nogil=True, cache=CACHE)
-def dense_assign(X, x_sq, centers, n_threads, labels, dist):
-    """The assignment alone (labels, squared distances) of dense rows to ``centers``."""
-    n = X.shape[0]
-    sums = np.empty((n_threads, 0, 0), dtype=X.dtype)  # (no sums: the passes below read
-    weights = np.empty((n_threads, 0), dtype=X.dtype)  # no weight, x_sq stands for it)
-    CT, half_sq = _keys(centers, sums, weights, False)
-    if n_threads == 1:
-        dense_span(X, x_sq, x_sq, CT, half_sq, labels, dist, sums[0], weights[0], 0, n,
-                   False)
-    else:
-        for t in prange(n_threads):
-            start, stop = _split(n, t, n_threads)
-            dense_span(X, x_sq, x_sq, CT, half_sq, labels, dist, sums[t], weights[t], start,
-                       stop, False)
-
-
-@njit(parallel=True, nogil=True, cache=CACHE)
-def csr_assign(data, indices, indptr, centers, n_threads, labels, dist):
-    """:func:`dense_assign` for CSR rows."""
-    n = indptr.shape[0] - 1
-    sums = np.empty((n_threads, 0, 0), dtype=centers.dtype)  # (as dense_assign's: data
-    weights = np.empty((n_threads, 0), dtype=centers.dtype)  # stands for the weight)
-    CT, half_sq = _keys(centers, sums, weights, False)
-    if n_threads == 1:
-        csr_span(data, indices, indptr, data, CT, half_sq, labels, dist, sums[0], weights[0],
-                 0, n, False)
-    else:
-        for t in prange(n_threads):
-            start, stop = _split(n, t, n_threads)
-            csr_span(data, indices, indptr, data, CT, half_sq, labels, dist, sums[t],
-                     weights[t], start, stop, False)
-
-
 @njit(nogil=True, cache=CACHE)
 def _csr_rows(data, indices, indptr, rows, d, like):
     """The CSR rows ``rows``, dense, in the dtype of ``like``."""
@@ -274,7 +241,7 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
     """:func:`dense_loop` for CSR rows."""
     n, d = indptr.shape[0] - 1, centers.shape[1]
     labels_old = np.full(n, -2, dtype=labels.dtype)
-    n_iter, state = 0, 0
+    n_iter, state = 0, 0 if max_iter > 0 else 2
     while True:
         accumulate = state == 0
         CT, half_sq = _keys(centers, sums, weights, accumulate)
