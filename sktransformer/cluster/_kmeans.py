@@ -104,9 +104,10 @@ default="k-means++"
         score tile is about 2 MiB. Memory, not the result, depends on it.
     swaps : "auto" or int, default="auto"
         Hard k-means: at most this many center swaps after the layers converge (a costly
-        cluster is split in two by 2-means and the center whose members cost least to
-        move elsewhere is removed; where that saves more than it costs, the layers
-        run again, kept only when the inertia falls: I-k-means-+, Ismkhan 2018).
+        cluster is split in two by 2-means and the center that costs least to lose is
+        removed, its members sent elsewhere or the center merged into its neighbour;
+        where that saves more than it costs, the layers run again, kept only when the
+        inertia falls: I-k-means-+, Ismkhan 2018).
         They repair the local optimum one initialization often leaves (two centers in one
         cluster, one across two), which is what selecting ``n_clusters`` by :meth:`score`
         needs. ``"auto"``: ``n_clusters`` for ``"k-means++"``, ``"random"`` and a callable,

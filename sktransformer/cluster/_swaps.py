@@ -2,18 +2,21 @@
 
 Lloyd's iteration stops at a local optimum that one initialization often leaves with two
 centers in one true cluster and one center across two others. A swap (after Ismkhan's
-I-k-means-+, 2018) splits a costly cluster in two by a few 2-means layers over its members
-and removes the center whose members would cost the least to send to their second-closest
-center; the swaps are ranked by the split's saving less the removal's cost, only those with
-a positive balance are tried, and a trial runs the layers again from the swapped centers,
-kept when the inertia falls. A round costs one pass for the top-2 distances, the splits
-(one pass over each cluster's members a layer) and the layers of its few trials.
+I-k-means-+, 2018) splits a costly cluster in two by a few 2-means layers over its members,
+started along their principal direction, and removes the center that costs the least to
+lose: its members sent to their second-closest centers, or the center merged into its
+nearest neighbour (Ward's cost); the swaps are ranked by the split's saving less the
+removal's cost, only those with a positive balance are tried, and a trial runs the layers
+again from the swapped centers, kept when the inertia falls. A round costs one pass for the
+top-2 distances, the splits (one pass over each cluster's members a layer) and the layers
+of its few trials.
 """
 import torch
 
 from . import _compiled, _lloyd
 
 N_LAYERS = 5  # of the 2-means that splits a candidate cluster
+N_POWER = 8  # power iterations for a split's principal direction
 
 
 def _costs(points, sample_weight, centers):
@@ -31,27 +34,49 @@ def _costs(points, sample_weight, centers):
     return labels, best, second, w, cluster_cost
 
 
-def _split(points, sample_weight, center, members, n_layers=N_LAYERS):
+def _split(points, sample_weight, center, members, n_layers=N_LAYERS, n_power=N_POWER):
     """Two centers for a cluster's ``members`` (indices), by a few Lloyd layers from its
-    center and its farthest member, and the cost they save against ``center`` alone."""
+    center moved one standard deviation either way along the members' principal direction
+    (power iterations from the farthest member), and the cost they save against ``center``
+    alone."""
     x = points.rows_of(members)
-    w = None if sample_weight is None else sample_weight[members]
-    pair = torch.stack([center, x[torch.argmax((x - center).square().sum(1))]])
+    w = x.new_ones(x.shape[0]) if sample_weight is None else sample_weight[members]
+    offset = x - center
+    v = offset[torch.argmax(offset.square().sum(1))]
+    variance = x.new_zeros(())
+    for _ in range(n_power):
+        if not bool(v.any()):
+            break
+        t = offset @ (v / torch.linalg.vector_norm(v))
+        variance = (w * t.square()).sum() / w.sum()
+        v = (w * t) @ offset
+    norm = torch.linalg.vector_norm(v)
+    step = v * (variance.sqrt() / norm) if bool(norm > 0) else torch.zeros_like(v)
+    pair = torch.stack([center + step, center - step])
     for _ in range(n_layers + 1):
         d = torch.cdist(x, pair).square_()
         near = d.argmin(1)
         best = d.gather(1, near[:, None])[:, 0]
         if _ == n_layers:
             break
-        weight = torch.ones_like(best) if w is None else w
-        size = x.new_zeros(2).index_add_(0, near, weight)
+        size = x.new_zeros(2).index_add_(0, near, w)
         if bool((size == 0).any()):
             break
-        pair = x.new_zeros(2, x.shape[1]).index_add_(0, near, x * weight[:, None])
+        pair = x.new_zeros(2, x.shape[1]).index_add_(0, near, x * w[:, None])
         pair /= size[:, None]
-    weight = torch.ones_like(best) if w is None else w
-    before = ((x - center).square().sum(1) * weight).sum()
-    return pair, float(before - (best * weight).sum())
+    before = (offset.square().sum(1) * w).sum()
+    return pair, float(before - (best * w).sum())
+
+
+def _merge_partners(centers, size):
+    """Per center, the other center it merges into most cheaply and that merge's cost,
+    Ward's ``n_a n_b / (n_a + n_b) ||c_a - c_b||^2`` (exact for fixed members)."""
+    pair_size = size[:, None] * size[None, :] / (size[:, None] + size[None, :]).clamp_min(
+        torch.finfo(size.dtype).tiny)
+    cost = pair_size * torch.cdist(centers, centers).square()
+    cost.fill_diagonal_(torch.inf)
+    merge, partner = cost.min(1)
+    return partner, merge
 
 
 def _trials(points, sample_weight, centers, n_candidates):
@@ -60,23 +85,33 @@ def _trials(points, sample_weight, centers, n_candidates):
     least to send to their second-closest center is removed; ranked by the split's saving
     less the removal's cost, only those where it is positive."""
     compiled = _compiled.swap_trials(points, sample_weight, centers,
-                                     n_candidates=n_candidates, n_layers=N_LAYERS)
+                                     n_candidates=n_candidates, n_layers=N_LAYERS,
+                                     n_power=N_POWER)
     if compiled is not None:
         return compiled
     labels, best, second, w, cluster_cost = _costs(points, sample_weight, centers)
     k = centers.shape[0]
     removal = points.new_zeros(k).index_add_(0, labels, w * (second - best))
+    size = points.new_zeros(k).index_add_(0, labels, w)
+    partner, merge = _merge_partners(centers, size)
     found = []
     for split in torch.argsort(cluster_cost, descending=True)[:min(n_candidates, k)].tolist():
         members = torch.nonzero(labels == split).flatten()
         if members.numel() < 2:
             continue
         pair, saving = _split(points, sample_weight, centers[split], members)
-        cost = removal.clone()
+        # removing a center: its members go to their second-closest centers, or it merges
+        # into its partner (whichever costs less; never into the cluster being split)
+        by_merge = torch.where(partner == split, torch.inf, merge)
+        cost = torch.minimum(removal, by_merge)
         cost[split] = torch.inf
         gone = int(torch.argmin(cost))
         if saving - float(cost[gone]) > 0:
             trial = centers.clone()
+            if bool(by_merge[gone] < removal[gone]):
+                into = int(partner[gone])
+                trial[into] = (size[gone] * centers[gone] + size[into] * centers[into]) / (
+                    size[gone] + size[into])
             trial[split], trial[gone] = pair[0], pair[1]
             found.append((saving - float(cost[gone]), trial))
     found.sort(key=lambda item: -item[0])
@@ -90,9 +125,9 @@ def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=
     every cluster) in turn and keeps the first that lowers the inertia; the search stops at
     a round where none does. ``result``: ``(centers, labels, inertia, n_iter)`` of Lloyd;
     ``run(centers)`` runs the layers from ``centers`` and returns the same. Returns the
-    best result. (Every cluster a candidate and three trials a round found k on 19 of the
-    model-selection benchmark's 24 development tasks; the three costliest and two trials,
-    on 17; more trials, on no more.)"""
+    best result. (Every cluster a candidate and three trials a round found k on 23 of the
+    model-selection benchmark's 24 development tasks; with splits started at the farthest
+    member and no merges, on 19.)"""
     k = result[0].shape[0]
     if k < 2:
         return result

@@ -144,6 +144,27 @@ def test_swaps_repair_a_poor_local_optimum():
     assert len(np.unique(swapped.predict([[10, 0], [12, 0]]))) == 2
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_swaps_merge_two_centers_of_a_wide_cluster(compiled, monkeypatch):
+    # in 20 dimensions: a wide cluster holding two centers and two tight clusters sharing
+    # one. Sending either wide center's members to the other costs more than splitting the
+    # tight pair saves; merging the two wide centers (Ward's cost) costs less.
+    rng = np.random.default_rng(0)
+    d = 20
+    a, b = np.eye(d)[0] * 10 + np.eye(d)[1] * 3.0, np.eye(d)[0] * 10 - np.eye(d)[1] * 3.0
+    X = np.concatenate([1.5 * rng.standard_normal((500, d)),
+                        a + 0.5 * rng.standard_normal((80, d)),
+                        b + 0.5 * rng.standard_normal((80, d))])
+    init = np.stack([1.2 * np.eye(d)[2], -1.2 * np.eye(d)[2], np.eye(d)[0] * 10])
+    monkeypatch.setattr(_engine._LOOPS, "enabled", compiled)
+    stuck = TransformerKMeans(3, init=init, n_init=1, swaps=0, device="cpu").fit(X)
+    swapped = TransformerKMeans(3, init=init, n_init=1, swaps=3, device="cpu").fit(X)
+    assert stuck.predict([a])[0] == stuck.predict([b])[0]
+    assert swapped.predict([a])[0] != swapped.predict([b])[0]
+    assert np.bincount(swapped.labels_[:500]).max() >= 490  # (a few wide tails stray)
+    assert swapped.inertia_ < stuck.inertia_
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_compiled_seeding_picks_torchs_rows(dtype, weighted, monkeypatch):

@@ -118,7 +118,7 @@ def _loop(points, weight, centers, max_iter, tol):
     return out, n_iter, labels, dist
 
 
-def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers):
+def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers, n_power):
     """The compiled :func:`~sktransformer.cluster._swaps._trials` (a list of center
     tensors, the most promising first), or None where it cannot run (CSR points, or where
     the compiled loop cannot)."""
@@ -128,7 +128,7 @@ def swap_trials(points, sample_weight, centers, *, n_candidates, n_layers):
     weight = (np.ones(points.n, dtype=X.dtype) if sample_weight is None
               else _array(sample_weight.to(points.dtype)))
     trials, _ = _LOOPS.get()["swap_trials"](X, x_sq, weight, _array(centers), n_candidates,
-                                             n_layers)
+                                             n_layers, n_power)
     return list(torch.from_numpy(trials))
 
 

@@ -307,19 +307,45 @@ def _sq_diff(X, i, y):
 
 
 @njit(nogil=True, cache=CACHE)
-def _split_cluster(X, weight, center, members, n_layers):
+def _split_cluster(X, weight, center, members, n_layers, n_power):
     """Two centers for a cluster's ``members`` by ``n_layers`` Lloyd layers from its center
-    and its farthest member, and the cost they save against the center alone."""
+    moved one standard deviation either way along the members' principal direction (by
+    ``n_power`` power iterations from the farthest member), and the cost they save against
+    the center alone."""
     m, d = members.shape[0], X.shape[1]
-    pair = np.empty((2, d), dtype=X.dtype)
-    pair[0] = center
     far, far_dist, before = 0, -1.0, 0.0
     for i in range(m):
         dd = _sq_diff(X, members[i], center)
         before += weight[members[i]] * dd
         if dd > far_dist:
             far, far_dist = i, dd
-    pair[1] = X[members[far]]
+    v = X[members[far]].astype(np.float64) - center
+    variance = 0.0
+    for _ in range(n_power):
+        norm = np.sqrt(np.dot(v, v))
+        if norm == 0:
+            break
+        v /= norm
+        nxt = np.zeros(d)
+        variance, total = 0.0, 0.0
+        for i in range(m):
+            row = members[i]
+            t = 0.0
+            for c in range(d):
+                t += (X[row, c] - center[c]) * v[c]
+            w = weight[row]
+            variance += w * t * t
+            total += w
+            for c in range(d):
+                nxt[c] += w * t * (X[row, c] - center[c])
+        variance /= max(total, 1e-300)
+        v = nxt
+    norm = np.sqrt(np.dot(v, v))
+    step = np.sqrt(variance) / norm if norm > 0 else 0.0
+    pair = np.empty((2, d), dtype=X.dtype)
+    for c in range(d):
+        pair[0, c] = center[c] + step * v[c]
+        pair[1, c] = center[c] - step * v[c]
     after = before
     sums = np.empty((2, d))
     size = np.empty(2)
@@ -345,19 +371,39 @@ def _split_cluster(X, weight, center, members, n_layers):
 
 
 @njit(nogil=True, cache=CACHE)
-def swap_trials(X, x_sq, weight, centers, n_candidates, n_layers):
+def _merge_partners(centers, size):
+    """Per center, the other center it merges into most cheaply and that merge's cost,
+    Ward's ``n_a n_b / (n_a + n_b) ||c_a - c_b||^2`` (exact for fixed members)."""
+    k = centers.shape[0]
+    partner = np.full(k, -1, dtype=np.int64)
+    cost = np.full(k, np.inf)
+    for a in range(k):
+        for b in range(k):
+            if a == b or size[a] + size[b] == 0:
+                continue
+            c = size[a] * size[b] / (size[a] + size[b]) * _sq_diff(centers, a, centers[b])
+            if c < cost[a]:
+                partner[a], cost[a] = b, c
+    return partner, cost
+
+
+@njit(nogil=True, cache=CACHE)
+def swap_trials(X, x_sq, weight, centers, n_candidates, n_layers, n_power):
     """:func:`sktransformer.cluster._swaps._trials` on dense rows: the swaps to try, the
     most promising first, as ``(trials (m, k, d), their estimated savings (m,))``."""
     k = centers.shape[0]
     labels, best, second = _two_closest(X, x_sq, centers)
     cluster_cost = np.zeros(k)
     removal = np.zeros(k)
+    size = np.zeros(k)
     count = np.zeros(k, dtype=np.int64)
     for i in range(X.shape[0]):
         j = labels[i]
         cluster_cost[j] += weight[i] * best[i]
         removal[j] += weight[i] * (second[i] - best[i])
+        size[j] += weight[i]
         count[j] += 1
+    partner, merge = _merge_partners(centers, size)
     order = np.argsort(-cluster_cost, kind="mergesort")[:min(n_candidates, k)]
     trials = np.empty((order.shape[0], k, X.shape[1]), dtype=X.dtype)
     nets = np.empty(order.shape[0])
@@ -366,14 +412,23 @@ def swap_trials(X, x_sq, weight, centers, n_candidates, n_layers):
         if count[split] < 2:
             continue
         members = np.flatnonzero(labels == split)
-        pair, saving = _split_cluster(X, weight, centers[split], members, n_layers)
-        gone, cheapest = -1, np.inf
+        pair, saving = _split_cluster(X, weight, centers[split], members, n_layers, n_power)
+        gone, cheapest, into = -1, np.inf, -1
         for j in range(k):
-            if j != split and removal[j] < cheapest:
-                gone, cheapest = j, removal[j]
+            if j == split:
+                continue
+            if removal[j] < cheapest:
+                gone, cheapest, into = j, removal[j], -1
+            if partner[j] != split and partner[j] >= 0 and merge[j] < cheapest:
+                gone, cheapest, into = j, merge[j], partner[j]
         if gone < 0 or not saving - cheapest > 0:
             continue
         trials[m] = centers
+        if into >= 0:
+            total = size[gone] + size[into]
+            for c in range(X.shape[1]):
+                trials[m, into, c] = (size[gone] * centers[gone, c]
+                                      + size[into] * centers[into, c]) / total
         trials[m, split] = pair[0]
         trials[m, gone] = pair[1]
         nets[m] = saving - cheapest
