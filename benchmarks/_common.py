@@ -2,6 +2,8 @@
 ``python benchmarks/<script>.py``)."""
 
 import json
+import os
+import platform
 import subprocess
 import sys
 
@@ -13,6 +15,24 @@ def blas_kernels():
     ``('openblas', 'Haswell')``), sorted."""
     return sorted({(i.get("internal_api"), i.get("architecture")) for i in threadpool_info()},
                   key=str)
+
+
+def cpu_model():
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine():
+    """What a result file records of the machine: CPU model, cores and BLAS kernels (call
+    it after the libraries timed are imported)."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "blas": blas_kernels()}
 
 
 def run_child(code, *args):

@@ -20,14 +20,14 @@ process's import and first fit (numba's machine code loaded from its cache). Wri
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 import warnings
 
 import numpy as np
-from _common import Steal, blas_kernels, run_child
+from _common import Steal, run_child
+from _common import machine as machine_info
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
 from sklearn.model_selection import GridSearchCV
@@ -37,17 +37,6 @@ from sktransformer import TransformerKMeans
 
 SEEDS = 5
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "cpu_engine.json")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def real_sets():
@@ -190,8 +179,7 @@ def main():
     warnings.filterwarnings("ignore")  # (ConvergenceWarning at max_iter=20)
     import numba
 
-    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "blas": blas_kernels(),
-               "numba": numba.__version__, "numba_threading_layer": None}
+    machine = {**machine_info(), "numba": numba.__version__, "numba_threading_layer": None}
     TransformerKMeans(2, random_state=0).fit(uniform(5000, 4))  # (loads the loops)
     machine["numba_threading_layer"] = numba.threading_layer()
     print(machine)

@@ -27,6 +27,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import machine
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.mixture import GaussianMixture
@@ -170,7 +171,7 @@ def main():
             real[set_name] = {"classes": int(k), "n": int(len(X)), "d": int(X.shape[1]),
                               "picked": {name: int(METHODS[name](X)) for name in methods}}
             print(set_name, real[set_name], flush=True)
-    result = {"benchmark": "model_selection", "k_grid": K_GRID,
+    result = {"benchmark": "model_selection", "machine": machine(), "k_grid": K_GRID,
               "seeds": [args.first_seed, args.first_seed + args.tasks - 1],
               "summary": summary, "tasks": rows, "real": real}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

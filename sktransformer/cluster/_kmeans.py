@@ -230,9 +230,11 @@ default="k-means++"
             result = super()._run(points, sample_weight, centers, update, tol, runner)
             max_swaps = self._max_swaps()
             if max_swaps:
-                def run(start):  # (a swap's trial: the layers again, silently)
+                def run(start, max_iter):  # (a swap's trial: the layers again, silently)
+                    max_iter = self.max_iter if max_iter is None else min(max_iter,
+                                                                          self.max_iter)
                     return _lloyd.run_layers(points, sample_weight, start, update=update,
-                                             max_iter=self.max_iter, tol=tol, runner=runner)
+                                             max_iter=max_iter, tol=tol, runner=runner)
 
                 result = swap_centers(points, sample_weight, result, run, max_swaps=max_swaps)
             return result

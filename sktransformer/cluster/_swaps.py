@@ -15,8 +15,9 @@ import torch
 
 from . import _compiled, _lloyd
 
-N_LAYERS = 5  # of the 2-means that splits a candidate cluster
-N_POWER = 8  # power iterations for a split's principal direction
+N_LAYERS = 3  # of the 2-means that splits a candidate cluster
+N_POWER = 4  # power iterations for a split's principal direction
+SCREEN_LAYERS = 3  # a trial's layers before its inertia decides whether it runs on
 
 
 def _costs(points, sample_weight, centers):
@@ -94,8 +95,12 @@ def _trials(points, sample_weight, centers, n_candidates):
     removal = points.new_zeros(k).index_add_(0, labels, w * (second - best))
     size = points.new_zeros(k).index_add_(0, labels, w)
     partner, merge = _merge_partners(centers, size)
+    # a split saves at most its cluster's cost: none below the cheapest removal can pay
+    floor = float(torch.minimum(removal, merge).min())
     found = []
     for split in torch.argsort(cluster_cost, descending=True)[:min(n_candidates, k)].tolist():
+        if float(cluster_cost[split]) <= floor:
+            break
         members = torch.nonzero(labels == split).flatten()
         if members.numel() < 2:
             continue
@@ -119,24 +124,29 @@ def _trials(points, sample_weight, centers, n_candidates):
 
 
 def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=None,
-                 max_trials=3):
-    """Up to ``max_swaps`` swaps. Each round runs the layers from the ``max_trials`` most
-    promising swaps of :func:`_trials` (over the ``n_candidates`` costliest clusters; None:
-    every cluster) in turn and keeps the first that lowers the inertia; the search stops at
-    a round where none does. ``result``: ``(centers, labels, inertia, n_iter)`` of Lloyd;
-    ``run(centers)`` runs the layers from ``centers`` and returns the same. Returns the
-    best result. (Every cluster a candidate and three trials a round found k on 23 of the
-    model-selection benchmark's 24 development tasks; with splits started at the farthest
-    member and no merges, on 19.)"""
+                 max_trials=3, screen_layers=SCREEN_LAYERS):
+    """Up to ``max_swaps`` swaps. Each round tries the ``max_trials`` most promising swaps of
+    :func:`_trials` (over the ``n_candidates`` costliest clusters; None: every cluster) in
+    turn: ``screen_layers`` layers from the swapped centers, and where their inertia is
+    already below the current one, the layers to convergence from there, kept when the
+    inertia falls; the search stops at a round where none does. ``result``: ``(centers,
+    labels, inertia, n_iter)`` of Lloyd; ``run(centers, max_iter)`` runs the layers from
+    ``centers`` and returns the same. Returns the best result. (Every cluster a candidate
+    and three trials a round found k on 23 of the model-selection benchmark's 24
+    development tasks; with splits started at the farthest member and no merges, on 19.)"""
     k = result[0].shape[0]
     if k < 2:
         return result
     n_candidates = k if n_candidates is None else n_candidates
     for _ in range(max_swaps):
         for trial in _trials(points, sample_weight, result[0], n_candidates)[:max_trials]:
-            candidate = run(trial)
+            screened = run(trial, screen_layers)
+            if not screened[2] < result[2] * (1 - 1e-9):
+                continue
+            candidate = run(screened[0], None)
             if candidate[2] < result[2] * (1 - 1e-9):
-                result = candidate[0], candidate[1], candidate[2], result[3] + candidate[3]
+                n_iter = result[3] + screened[3] + candidate[3]
+                result = candidate[0], candidate[1], candidate[2], n_iter
                 break
         else:
             break

@@ -311,62 +311,64 @@ def _split_cluster(X, weight, center, members, n_layers, n_power):
     """Two centers for a cluster's ``members`` by ``n_layers`` Lloyd layers from its center
     moved one standard deviation either way along the members' principal direction (by
     ``n_power`` power iterations from the farthest member), and the cost they save against
-    the center alone."""
+    the center alone. The members are gathered once, centered, so that every pass is a
+    BLAS product."""
     m, d = members.shape[0], X.shape[1]
-    far, far_dist, before = 0, -1.0, 0.0
+    Z = np.empty((m, d))
+    w = np.empty(m)
+    sq = np.empty(m)
+    far, before, total = 0, 0.0, 0.0
     for i in range(m):
-        dd = _sq_diff(X, members[i], center)
-        before += weight[members[i]] * dd
-        if dd > far_dist:
-            far, far_dist = i, dd
-    v = X[members[far]].astype(np.float64) - center
+        row = members[i]
+        w[i] = weight[row]
+        acc = 0.0
+        for c in range(d):
+            z = X[row, c] - center[c]
+            Z[i, c] = z
+            acc += z * z
+        sq[i] = acc
+        before += w[i] * acc
+        total += w[i]
+        if acc > sq[far]:
+            far = i
+    ZT = np.ascontiguousarray(Z.T)
+    v = Z[far].copy()
     variance = 0.0
     for _ in range(n_power):
         norm = np.sqrt(np.dot(v, v))
         if norm == 0:
             break
-        v /= norm
-        nxt = np.zeros(d)
-        variance, total = 0.0, 0.0
-        for i in range(m):
-            row = members[i]
-            t = 0.0
-            for c in range(d):
-                t += (X[row, c] - center[c]) * v[c]
-            w = weight[row]
-            variance += w * t * t
-            total += w
-            for c in range(d):
-                nxt[c] += w * t * (X[row, c] - center[c])
-        variance /= max(total, 1e-300)
-        v = nxt
+        t = np.dot(Z, v / norm)
+        wt = w * t
+        variance = np.dot(wt, t) / max(total, 1e-300)
+        v = np.dot(ZT, wt)
     norm = np.sqrt(np.dot(v, v))
     step = np.sqrt(variance) / norm if norm > 0 else 0.0
-    pair = np.empty((2, d), dtype=X.dtype)
+    P = np.empty((d, 2))  # the pair as columns, centered
     for c in range(d):
-        pair[0, c] = center[c] + step * v[c]
-        pair[1, c] = center[c] - step * v[c]
+        P[c, 0] = step * v[c]
+        P[c, 1] = -step * v[c]
     after = before
-    sums = np.empty((2, d))
     size = np.empty(2)
+    member_weight = np.empty((m, 2))  # w on the column of each member's half, 0 elsewhere
     for layer in range(n_layers + 1):
-        sums[:] = 0
+        scores = np.dot(Z, P)
+        half = 0.5 * (P * P).sum(axis=0)
         size[:] = 0
         after = 0.0
         for i in range(m):
-            row = members[i]
-            d0, d1 = _sq_diff(X, row, pair[0]), _sq_diff(X, row, pair[1])
-            near = 0 if d0 <= d1 else 1
-            w = weight[row]
-            after += w * min(d0, d1)
-            size[near] += w
-            for c in range(d):
-                sums[near, c] += w * X[row, c]
+            s0, s1 = scores[i, 0] - half[0], scores[i, 1] - half[1]
+            h = 0 if s0 >= s1 else 1
+            member_weight[i, h], member_weight[i, 1 - h] = w[i], 0.0
+            size[h] += w[i]
+            after += w[i] * max(sq[i] - 2 * max(s0, s1), 0.0)
         if layer == n_layers or size[0] == 0 or size[1] == 0:
             break
-        for h in range(2):
-            for c in range(d):
-                pair[h, c] = sums[h, c] / size[h]
+        P = np.dot(ZT, member_weight) / size
+    pair = np.empty((2, d), dtype=X.dtype)
+    for h in range(2):
+        for c in range(d):
+            pair[h, c] = center[c] + P[c, h]
     return pair, before - after
 
 
@@ -407,8 +409,14 @@ def swap_trials(X, x_sq, weight, centers, n_candidates, n_layers, n_power):
     order = np.argsort(-cluster_cost, kind="mergesort")[:min(n_candidates, k)]
     trials = np.empty((order.shape[0], k, X.shape[1]), dtype=X.dtype)
     nets = np.empty(order.shape[0])
+    # a split saves at most its cluster's cost: none below the cheapest removal can pay
+    floor = np.inf
+    for j in range(k):
+        floor = min(floor, removal[j], merge[j])
     m = 0
     for split in order:
+        if cluster_cost[split] <= floor:
+            break
         if count[split] < 2:
             continue
         members = np.flatnonzero(labels == split)
