@@ -43,6 +43,11 @@ def test_what_onednn_does_not_take_goes_to_matmul():
     assert not _matmul.uses_onednn(a.double(), b.double())  # float64
     assert not _matmul.uses_onednn(a, b.unsqueeze(0))  # batched keys
     assert not _matmul.uses_onednn(a.T.contiguous().T, b)  # strided rows
+    # keys that are one head of a wider projection: oneDNN takes such a view hundreds of
+    # times longer than torch.matmul
+    heads = torch.randn(5, 8)
+    assert not _matmul.uses_onednn(a, heads[:, :4])
+    torch.testing.assert_close(matmul_nt(a, heads[:, :4]), a @ heads[:, :4].T)
     a64, b64 = a.double(), b.double()
     torch.testing.assert_close(matmul_nt(a64, b64), a64 @ b64.T)
     lead = torch.stack([a, 2 * a])  # batched queries, one b: oneDNN takes them too
