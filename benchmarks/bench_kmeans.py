@@ -1,6 +1,6 @@
 """Hard TransformerKMeans against scikit-learn's KMeans and faiss, same init, 20 iterations.
 
-    python benchmarks/bench_kmeans.py                 # the three configurations of issue 8
+    python benchmarks/bench_kmeans.py                 # the three large configurations
     python benchmarks/bench_kmeans.py --configs 0 --repeats 5
     python benchmarks/bench_kmeans.py --configs --variants 0 3   # only the variants table
     python benchmarks/bench_kmeans.py --configs --variants --seeding 0 1 2   # k-means++
@@ -49,7 +49,7 @@ import sys
 import time
 
 import numpy as np
-from _common import Steal, blas_kernels
+from _common import Steal, blas_kernels, machine
 
 CONFIGS = [(100_000, 32, 64), (1_000_000, 16, 16), (200_000, 128, 256)]
 ITERS = 20
@@ -369,8 +369,8 @@ def main(argv=None):
     seeding = run_seeding(args.seeding, args.repeats) if args.seeding else []
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"libraries": results, "variants": variants, "seeding": seeding}, f,
-                      indent=1)
+            json.dump({"machine": machine(), "libraries": results, "variants": variants,
+                       "seeding": seeding}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import argparse
 import json
 
 import numpy as np
-from _common import blas_kernels, run_child
+from _common import blas_kernels, machine, run_child
 
 CHILD = r"""
 import json, resource, sys, time
@@ -85,7 +85,7 @@ def main():
           f"{result['time_ratio_sparse_to_sklearn']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+            json.dump({"machine": machine(), **result}, f, indent=1)
 
 
 
