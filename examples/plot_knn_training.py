@@ -7,39 +7,38 @@ attends to its ``n_neighbors`` highest-scoring keys only (the exact top-k, found
 blocks of queries), with the exact gradient of that truncated attention or, with
 ``gradient="sampled"``, random-walk estimates of the gradient of full softmax attention.
 
-Left: the validation loss while training on the order task (is token 1 before token 2,
-in sequences of up to 128 tokens?) with softmax attention and with kNN attention keeping 8
-keys, for at most 15 epochs, every other setting the default. In the benchmark (3 seeds,
-up to 60 epochs) softmax attention stays at chance at this length, 0.504 accuracy,
-while kNN attention with 8 keys reaches 0.935: keeping a few keys helps the model find
-the two tokens that matter. Right: the time of one block's training step
-(forward and backward) against the sequence length, measured here. The exact top-k
-still scores every key, so its time grows as ``L^2`` like softmax attention's; on a CPU,
-torch's flash-attention kernel is faster. The full study (3 seeds, k = 8, 32, 128, the
-sampled gradient, Rotten Tomatoes, lengths up to 32768) is in the benchmarks page.
+Left: test accuracy on the order task (is token 1 before token 2, in sequences of up to
+128 tokens?) of each attention, three seeds each, every other setting the default. The
+training takes minutes, so this panel reads the result file that the benchmark writes
+(``python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12 --json
+benchmarks/results/knn_attention_order.json``) instead of training here. Softmax
+attention stays at chance at this length, while kNN attention with 8 keys learns the
+task: keeping a few keys helps the model find the two tokens that matter. Right: the time
+of one block's training step (forward and backward) against the sequence length,
+measured here. The exact top-k still scores every key, so its time grows as ``L^2`` like
+softmax attention's; on a CPU, torch's flash-attention kernel is faster.
 """
 
 # %%
+import json
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
-from sktransformer import SequenceAttentionClassifier
-from sktransformer.datasets import make_order_task
 from sktransformer.sequence import KernelAttention
 
-X, y = make_order_task(2000, length=128, random_state=0)
-X_test, y_test = make_order_task(1000, length=128, random_state=1)
-models = {"softmax": {"attention": "softmax"},
-          "kNN, k = 8": {"attention": "knn", "n_neighbors": 8}}
-curves = {}
-for name, params in models.items():
-    start = time.perf_counter()
-    clf = SequenceAttentionClassifier(max_epochs=15, random_state=0, **params).fit(X, y)
-    curves[name] = clf.history_["val_loss"]
-    print(f"{name}: test accuracy {clf.score(X_test, y_test):.3f}, "
-          f"{clf.n_iter_} epochs, {time.perf_counter() - start:.1f} s")
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+with open(RESULTS / "knn_attention_order.json") as f:
+    runs = json.load(f)
+accuracy = {}
+for run in runs:
+    accuracy.setdefault(run["model"], []).append(run["accuracy"])
+for name, values in accuracy.items():
+    print(f"{name}: test accuracy {np.mean(values):.3f} (seeds: "
+          f"{', '.join(f'{v:.3f}' for v in values)})")
 
 # %%
 # One block's training step against the length (d_model 64, 2 heads, batch 1).
@@ -63,11 +62,14 @@ costs = {attention: [step_seconds(attention, n) for n in lengths]
 for attention, seconds in costs.items():
     print(attention, ", ".join(f"L={n}: {1000 * s:.1f} ms" for n, s in zip(lengths, seconds)))
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-for name, losses in curves.items():
-    left.plot(range(1, len(losses) + 1), losses, "o-", label=name)
-left.set_xlabel("epoch")
-left.set_ylabel("validation log loss")
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+names = list(accuracy)
+left.barh(range(len(names)), [np.mean(accuracy[n]) for n in names],
+          xerr=[np.std(accuracy[n]) for n in names], color="tab:blue")
+left.axvline(0.5, color="gray", linestyle="--", label="chance")
+left.set_yticks(range(len(names)), names)
+left.set_xlabel("test accuracy, length 128 (3 seeds)")
+left.set_xlim(0.4, 1.0)
 left.legend()
 labels = {"softmax": "softmax (SDPA)", "knn": "kNN, k = 32 (exact top-k)",
           "kernel": "kernel (linear)"}
