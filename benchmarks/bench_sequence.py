@@ -37,7 +37,7 @@ the training part of seed 0; seeds 10-12 were not looked at before. Test accurac
 loss, Brier, ECE; mean and standard deviation over seeds; the paired difference learned -
 fixed (+- standard error over seeds).
 
-kNN attention in the sequence model (issue 22). ``knn-cost``: one block's training step
+kNN attention in the sequence model. ``knn-cost``: one block's training step
 (forward and backward of a squared-output loss; d_model = 64, 2 heads, batch 1, float32),
 each method in a fresh process, at growing lengths: kNN attention with ``--n-neighbors``
 keys (exact top-k gradient, and the sampled gradient with 32 lazy-Gumbel draws), kernel

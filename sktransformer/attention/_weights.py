@@ -38,7 +38,7 @@ def sparsemax(scores, temperature=1.0):
     The Euclidean projection of the scaled scores onto the probability simplex:
     ``w = max(z - tau, 0)`` with ``tau`` chosen so that the row sums to 1. Weights are exactly
     zero outside the top of the row; as ``temperature -> 0`` it tends to the arg-max, and it
-    is invariant to adding a constant to a row. Used by robust k-means (issue 2).
+    is invariant to adding a constant to a row. Used by robust k-means.
     """
     z = scores / (1.0 if temperature is None else temperature)
     z_sorted, _ = torch.sort(z, dim=-1, descending=True)
