@@ -30,7 +30,11 @@ import torch
 
 from sktransformer.sequence import KernelAttention
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+try:
+    HERE = Path(__file__).resolve().parent
+except NameError:  # sphinx-gallery runs the example in its folder, without __file__
+    HERE = Path.cwd()
+RESULTS = HERE.parent / "benchmarks" / "results"
 with open(RESULTS / "knn_attention_order.json") as f:
     runs = json.load(f)
 accuracy = {}
