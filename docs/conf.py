@@ -51,6 +51,9 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]
 
 html_theme = "pydata_sphinx_theme"
+# the object entries of a page's table of contents by their short names (fit, not
+# TransformerKMeans.fit)
+toc_object_entries_show_parents = "hide"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_title = "sktransformer"

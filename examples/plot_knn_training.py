@@ -32,7 +32,7 @@ from sktransformer.sequence import KernelAttention
 
 try:
     HERE = Path(__file__).resolve().parent
-except NameError:  # sphinx-gallery runs the example in its folder, without __file__
+except NameError:  # sphinx-gallery runs it in its folder, with no __file__
     HERE = Path.cwd()
 RESULTS = HERE.parent / "benchmarks" / "results"
 with open(RESULTS / "knn_attention_order.json") as f:
