@@ -67,6 +67,9 @@ def check_sample_weight(sample_weight, n_samples, dtype):
     """``None`` or a validated non-negative, finite, not all-zero array of ``dtype``."""
     if sample_weight is None:
         return None
+    if sp.issparse(sample_weight):
+        raise TypeError("sample_weight must be a dense 1-D array of one weight per sample, "
+                        "got a sparse matrix; pass sample_weight.toarray().ravel().")
     sample_weight = np.asarray(as_numpy(sample_weight), dtype=dtype)
     if sample_weight.ndim == 0:
         sample_weight = np.full(n_samples, sample_weight, dtype=dtype)

@@ -47,7 +47,8 @@ class SparsePointTokens(PointTokens):
 
     def __init__(self, X, device, *, rows, attention="euclidean"):
         X = sp.csr_matrix(X)
-        X.sort_indices()
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()  # (a copy: the caller's matrix is never changed)
         self.indptr = X.indptr.astype(np.int64)  # on the host: chunk bounds without a sync
         self.crow = to_tensor(self.indptr, device)
         self.cols = to_tensor(X.indices.astype(np.int64), device)

@@ -66,7 +66,8 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     X : array-like, sparse matrix, torch tensor or array-API array
     reset : bool
     accept_sparse : bool, default=False
-        Whether a scipy sparse matrix is allowed (it is then returned as CSR).
+        Whether a scipy sparse matrix is allowed (it is then returned as CSR with sorted,
+        unique entries: a copy where the caller's were not, which is never modified).
 
     Returns
     -------
@@ -74,8 +75,13 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
         2-D, finite, float32 or float64.
     """
     if not is_tensor(X):
-        return validate_data(estimator, X, dtype=FLOAT_DTYPES, order="C",
-                             accept_sparse="csr" if accept_sparse else False, reset=reset)
+        X = validate_data(estimator, X, dtype=FLOAT_DTYPES, order="C",
+                          accept_sparse="csr" if accept_sparse else False, reset=reset)
+        if sp.issparse(X) and not X.has_canonical_format:
+            # unsorted or duplicate entries: canonicalize a copy, never the caller's matrix
+            X = X.copy()
+            X.sum_duplicates()
+        return X
     t = as_tensor(X).detach()
     if t.layout != torch.strided:
         raise TypeError(f"A sparse torch tensor ({t.layout}) is not supported; pass a "

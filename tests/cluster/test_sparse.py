@@ -108,3 +108,45 @@ def test_variants_that_need_dense_data_say_why(make, reason):
     fitted = make().fit(X.toarray())
     with pytest.raises(TypeError, match="TransformerKMeans or SphericalTransformerKMeans"):
         fitted.predict(X)
+
+
+def _unsorted_with_duplicates(X):
+    """X with each row's entries reversed and its first entry split into two halves (a
+    duplicate): the same matrix for scipy, not canonical."""
+    rows, indices, data = [0], [], []
+    for i in range(X.shape[0]):
+        row = X[i]
+        idx, val = list(row.indices[::-1]), list(row.data[::-1])
+        if idx:
+            idx, val = [idx[0]] + idx, [val[0] / 2, val[0] / 2] + val[1:]
+        indices += idx
+        data += val
+        rows.append(len(indices))
+    out = sp.csr_matrix((np.array(data), np.array(indices), np.array(rows)), shape=X.shape)
+    assert not out.has_canonical_format
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda: TransformerKMeans(4, random_state=0),
+                                  lambda: SphericalTransformerKMeans(4, random_state=0)],
+                         ids=["hard", "spherical"])
+def test_the_callers_csr_is_never_changed(tfidf_like, make):
+    X = _unsorted_with_duplicates(tfidf_like[0][:300])
+    before = (X.indptr.copy(), X.indices.copy(), X.data.copy())
+    est = make().fit(X)
+    for method in ("predict", "transform", "score", "partial_fit"):
+        if hasattr(est, method):
+            getattr(est, method)(X)
+    for got, kept in zip((X.indptr, X.indices, X.data), before):
+        np.testing.assert_array_equal(got, kept)
+    canonical = X.copy()
+    canonical.sum_duplicates()  # duplicates count as their sum, as in scipy
+    expected = make().fit(canonical)
+    np.testing.assert_array_equal(est.fit(X).labels_, expected.labels_)
+    np.testing.assert_allclose(est.cluster_centers_, expected.cluster_centers_, atol=1e-12)
+
+
+def test_a_sparse_sample_weight_is_a_clear_error(tfidf_like):
+    X = tfidf_like[0][:100]
+    with pytest.raises(TypeError, match="sample_weight must be a dense 1-D array"):
+        TransformerKMeans(3, random_state=0).fit(X, sample_weight=sp.csr_matrix(np.ones(100)))
