@@ -118,3 +118,30 @@ def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
                 assert np.isfinite(getattr(fitted, name)).all(), name
 
     check()
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_a_meta_tensor_is_a_clear_error(cls):
+    import torch
+
+    estimator = _instance(cls)
+    X = torch.empty(12, 3, device="meta")
+    y = None
+    if is_regressor(estimator):
+        y = np.arange(12.0)
+    elif is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required:
+        y = np.arange(12) % 2
+    with pytest.raises(ValueError, match="meta device"):
+        estimator.fit(X) if y is None else estimator.fit(X, y)
+
+
+@pytest.mark.parametrize("shape", [(10, 0, 3), (10, 5, 0)])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_empty_sequences_are_a_clear_error(shape, as_tensor):
+    import torch
+
+    from sktransformer import SequenceAttentionClassifier
+
+    X = torch.zeros(shape) if as_tensor else np.zeros(shape)
+    with pytest.raises(ValueError, match="at least one"):
+        SequenceAttentionClassifier(max_epochs=1).fit(X, np.arange(10) % 2)

@@ -39,6 +39,7 @@ from ..utils import (
     make_generator,
     output_space,
     progress,
+    reject_meta,
     resolve_device,
     to_numpy,
     to_tensor,
@@ -243,6 +244,9 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
         if len(shape) not in (2, 3):
             raise ValueError(f"X must be (n_samples, length) or (n_samples, length, d); "
                              f"got shape {tuple(shape)}.")
+        if 0 in tuple(shape[1:]):
+            raise ValueError(f"X has shape {tuple(shape)}: each sequence needs at least one "
+                             "position, and each position at least one feature.")
         width = None if tokens else (1 if len(shape) == 2 else shape[2])
         if reset:
             self._tokens, self._n_inputs = tokens, width
@@ -253,7 +257,7 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     def _inputs(self, X, device, reset):
         """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""
         if is_tensor(X):
-            return self._tensor_inputs(as_tensor(X).detach(), device, reset)
+            return self._tensor_inputs(reject_meta(as_tensor(X).detach()), device, reset)
         X = validate_data(self, X, reset=reset, allow_nd=True, dtype=None,
                           ensure_min_features=1)
         tokens = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)

@@ -13,6 +13,7 @@ from ._arrays import (
     is_tensor,
     numpy_dtype,
     output_space,
+    reject_meta,
     to_output,
     torch_dtype,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "output_space",
     "plain_tensors",
     "progress",
+    "reject_meta",
     "resolve_device",
     "sample_stride",
     "spread",

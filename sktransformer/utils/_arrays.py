@@ -56,6 +56,14 @@ def _all_finite(t, block=1 << 20):
     return all(bool(torch.isfinite(t[a:a + rows]).all()) for a in range(0, t.shape[0], rows))
 
 
+def reject_meta(t, name="X"):
+    """``t``, unless it is a tensor on the meta device (shapes, no values): a clear error."""
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is a tensor on the meta device, which holds shapes but no "
+                         "values; fill a tensor on a real device with the data first.")
+    return t
+
+
 def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     """Validate X: a float numpy array (or CSR matrix), or a float tensor where X lives.
 
@@ -82,7 +90,7 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
             X = X.copy()
             X.sum_duplicates()
         return X
-    t = as_tensor(X).detach()
+    t = reject_meta(as_tensor(X).detach(), name)
     if t.layout != torch.strided:
         raise TypeError(f"A sparse torch tensor ({t.layout}) is not supported; pass a "
                         "scipy.sparse CSR matrix" + (" instead." if accept_sparse else
