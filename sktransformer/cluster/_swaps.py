@@ -82,9 +82,10 @@ def _merge_partners(centers, size):
 
 def _trials(points, sample_weight, centers, n_candidates):
     """Swaps to try, the most promising first: one of the ``n_candidates`` costliest
-    clusters is split in two (:func:`_split`) and the center whose members would cost the
-    least to send to their second-closest center is removed; ranked by the split's saving
-    less the removal's cost, only those where it is positive."""
+    clusters is split in two (:func:`_split`) and the center that costs the least to lose
+    is removed (its members sent to their second-closest centers, or the center merged into
+    its partner of :func:`_merge_partners`); ranked by the split's saving less the
+    removal's cost, only those where it is positive."""
     compiled = _compiled.swap_trials(points, sample_weight, centers,
                                      n_candidates=n_candidates, n_layers=N_LAYERS,
                                      n_power=N_POWER)
