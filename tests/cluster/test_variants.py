@@ -406,3 +406,19 @@ def test_far_outliers_move_neither_the_shift_nor_the_tolerance(dtype):
         members = X[exact.labels_ == j].astype(np.float64)
         np.testing.assert_allclose(exact.cluster_centers_[j], members.mean(0), rtol=1e-5,
                                    atol=1e-5)
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_float32_distances_do_not_lose_what_points_share(as_tensor):
+    # far from the origin, x^2 + c^2 - 2 x.c in float32 put a medoid 0.06 from itself
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(500, 8)) * 100 + 1000).astype(np.float32)
+    km = TransformerKMedoids(4, random_state=0).fit(X)
+    D = np.asarray(km.transform(torch.from_numpy(X) if as_tensor else X))
+    assert D.dtype == np.float32
+    np.testing.assert_array_equal(D[km.medoid_indices_, np.arange(4)], 0)
+    exact = np.linalg.norm(X.astype(np.float64)[:, None] - km.cluster_centers_[None], axis=2)
+    np.testing.assert_allclose(D, exact, rtol=1e-6)
+    hard = TransformerKMeans(4, random_state=0).fit(X)
+    exact = np.linalg.norm(X.astype(np.float64)[:, None] - hard.cluster_centers_[None], axis=2)
+    np.testing.assert_allclose(hard.transform(X), exact, rtol=1e-6)
