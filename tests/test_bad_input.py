@@ -145,3 +145,31 @@ def test_empty_sequences_are_a_clear_error(shape, as_tensor):
     X = torch.zeros(shape) if as_tensor else np.zeros(shape)
     with pytest.raises(ValueError, match="at least one"):
         SequenceAttentionClassifier(max_epochs=1).fit(X, np.arange(10) % 2)
+
+
+@pytest.mark.parametrize("make, fit, predict", [
+    (lambda: __import__("sktransformer").ImportanceSampledRFF(n_candidates=10**9),
+     "fit", None),
+    (lambda: __import__("sktransformer").KNNAttentionRegressor(
+        n_samples=10**9, gradient="sampled", max_iter=2), "fit", None),
+    (lambda: __import__("sktransformer").KNNAttentionRegressor(
+        n_samples=10**9, approximation="gumbel", max_iter=2), None, "predict"),
+], ids=["n_candidates", "n_samples sampled gradient", "n_samples gumbel predict"])
+def test_a_parameter_typo_is_an_error_before_any_allocation(make, fit, predict):
+    import tracemalloc
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    estimator = make()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"(n_candidates|n_samples)=1000000000 would "
+                                             r"allocate about .* GiB"):
+            if fit:
+                estimator.fit(X, y)
+            else:
+                estimator.fit(X, X[:, 0]).predict(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20  # numpy's allocations while failing: nothing of the typo's size

@@ -17,6 +17,7 @@ from ..utils import (
     ArrayAPISupport,
     Interval,
     StrOptions,
+    check_allocation,
     check_data,
     check_data_and_target,
     chunk_rows,
@@ -154,6 +155,9 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         X = to_tensor(X, "cpu", dtype=torch.float64)  # a CPU estimator: tensors come here
         generator = make_generator(self.random_state, device="cpu")
         n_candidates = self.n_candidates or 10 * self.n_components
+        # the candidates' frequencies, phases and alignments, and a chunk's features
+        check_allocation("n_candidates", n_candidates,
+                         8 * n_candidates * (X.shape[1] + 2 + len(self.classes_) + 1))
         self.gamma_ = resolve_gamma(self.gamma, X)
         W, b = initial_particles("rff", n_candidates, X.shape[1], gamma=self.gamma_,
                                  generator=generator)

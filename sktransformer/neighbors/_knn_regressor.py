@@ -13,6 +13,7 @@ from ..utils import (
     ArrayAPISupport,
     Interval,
     StrOptions,
+    check_allocation,
     check_data,
     check_data_and_target,
     check_squared_scale,
@@ -212,6 +213,9 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
             raise ValueError("y has values whose squares overflow float64; rescale y.")
         if len(X) < 2:
             raise ValueError(f"n_samples={len(X)}: leave-one-out needs at least 2 samples.")
+        if self.gradient == "sampled":  # the draws of a step's queries: indices and values
+            check_allocation("n_samples", self.n_samples,
+                             16 * self.n_samples * min(self.batch_size or len(X), len(X)))
         device = resolve_device(self.device, data=X)
         dtype = torch_dtype(X)  # float32 data: float32 throughout
         generator = make_generator(self.random_state, device=device)
@@ -290,6 +294,8 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = check_data(self, X, reset=False)
         check_squared_scale(X)
+        if self.approximation != "truncated":  # the draws per query: indices and values
+            check_allocation("n_samples", self.n_samples, 16 * self.n_samples)
         device = resolve_device(self.device, fallback=True, data=X)
         generator = make_generator(self.random_state, device=device)
         dtype = torch_dtype(self._keys)  # the fitted arrays' (X's in fit)

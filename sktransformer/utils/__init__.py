@@ -22,6 +22,7 @@ from ._compare import flatnonzero, greater, through_numpy
 from ._device import DeviceWarning, resolve_device, to_numpy, to_tensor
 from ._lanes import LANES, spread
 from ._logging import logger, logs_verbosely, progress, verbosity
+from ._memory import check_allocation
 from ._numba import DTYPES as COMPILED_DTYPES
 from ._numba import CompiledLoops
 from ._numba import plain as plain_tensors
@@ -35,6 +36,7 @@ __all__ = [
     "ArrayAPISupport",
     "as_numpy",
     "as_tensor",
+    "check_allocation",
     "check_data",
     "check_data_and_target",
     "check_squared_scale",
