@@ -374,12 +374,18 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
     # -- using the fitted centers ------------------------------------------------------
 
-    def _prepare(self, X):
-        """Point tokens of the validated X and the centers in their coordinates."""
+    def _check(self, X):
+        """X validated against the fit (fitted, a kind of data the estimator takes, finite,
+        its squares in range): what every method using the fitted centers does once."""
         check_is_fitted(self)
         self._check_sparse(X)
         X = check_data(self, X, reset=False, accept_sparse=self._accepts_sparse)
         check_squared_scale(X)
+        return X
+
+    def _prepare(self, X):
+        """Point tokens of X (validated by :meth:`_check`) and the centers in their
+        coordinates."""
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True, data=X)
         centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
@@ -390,13 +396,15 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         return points, centers - points.shift
 
     def _sq_distances(self, X):
-        """Squared distances to every center, (n_samples, n_clusters), as a tensor."""
+        """Squared distances of validated X to every center, (n_samples, n_clusters), as a
+        tensor."""
         points, centers = self._prepare(X)
         with _runner(points, centers) as runner:
             return _lloyd.sq_distances(points, centers, runner=runner)
 
     def _assign(self, X):
-        """Labels and squared distances to the closest center, as tensors."""
+        """Labels and squared distances of validated X to the closest center, as
+        tensors."""
         points, centers = self._prepare(X)
         with _runner(points, centers) as runner:
             return _lloyd.assign(points, centers, runner=runner)
@@ -416,7 +424,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             int32; under ``array_api_dispatch``, in X's namespace and on its device.
         """
         with torch.inference_mode():
-            return self._assign(X)[0].to(torch.int32)
+            return self._assign(self._check(X))[0].to(torch.int32)
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return ``labels_``."""
@@ -437,9 +445,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             In X's dtype; under ``array_api_dispatch``, in X's namespace and on its device.
         """
         with torch.inference_mode():
-            check_is_fitted(self)
-            self._check_sparse(X)
-            X = check_data(self, X, reset=False, accept_sparse=self._accepts_sparse)
+            X = self._check(X)
             if torch_dtype(X) != torch.float32:
                 return self._distance(self._sq_distances(X))
             # in float32, ||x||^2 + ||c||^2 - 2 x.c loses to cancellation what x and c share
@@ -456,7 +462,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _costs(self, X):
         """Per-sample objective (numpy float64) and labels of X at the fitted centers."""
         with torch.inference_mode():
-            labels, min_dist = self._assign(X)
+            labels, min_dist = self._assign(self._check(X))
             return to_numpy(self._point_cost(min_dist)).astype(np.float64), to_numpy(labels)
 
     # -- the mixture model: score, bic, aic (_likelihood.py) ----------------------------
@@ -492,7 +498,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _log_likelihoods(self, X):
         """Per-sample log-likelihood (numpy float64), and which samples the score counts
         (None: all), by chunks of the score tiles."""
-        points, centers = self._prepare(X)
+        points, centers = self._prepare(self._check(X))
         mixture = self._mixture()
         out = np.empty(points.n)
         with torch.inference_mode():

@@ -367,7 +367,7 @@ default="k-means++"
             Rows sum to 1.
         """
         with torch.inference_mode():
-            d2 = self._sq_distances(X)
+            d2 = self._sq_distances(self._check(X))
             return torch.softmax(d2.mul_(-1.0 / self.temperature), dim=1)
 
     def get_circuit(self):
