@@ -44,15 +44,15 @@ from . import (
 DATASETS = {"iris": load_iris, "wine": load_wine, "digits": load_digits}
 
 
-def _fit_time(make, X, y=None, repeats=3):
+def _fit_time(make, X, repeats=3):
     """The fitted estimator of the last of ``repeats`` timed fits (after an untimed one)
     and the median seconds of a fit."""
-    make().fit(X, y)
+    make().fit(X)
     times = []
     for _ in range(repeats):
         estimator = make()
         start = time.perf_counter()
-        estimator.fit(X, y)
+        estimator.fit(X)
         times.append(time.perf_counter() - start)
     return estimator, float(np.median(times))
 
