@@ -30,6 +30,7 @@ from ._compiled import (
     nearest_members,
     nearest_members_available,
     run_lloyd,
+    use_bounds,
     use_compiled,
 )
 from ._compiled import assign as compiled_assign
@@ -666,16 +667,19 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     match the returned centers.
 
     Where the update is plain Lloyd's (``update.compiled``) on CPU points, the compiled
-    loop (:mod:`sktransformer.cluster._compiled`) runs every layer in one call instead
-    (with ``verbose``, the layers here log each one).
+    loop (:mod:`sktransformer.cluster._compiled`) runs every layer in one call instead, with
+    Hamerly's bounds where ``update.algorithm`` asks for them (with ``verbose``, the layers
+    here log each one).
 
     Returns
     -------
     centers, labels, inertia (float), n_iter (int)
     """
-    if (temperature is None and not verbose and getattr(update, "compiled", False)
-            and lloyd_available(points, sample_weight)):
-        return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol)
+    if temperature is None and not verbose and getattr(update, "compiled", False):
+        bounds = use_bounds(points, centers.shape[0], update.algorithm)
+        if lloyd_available(points, sample_weight, bounds=bounds):
+            return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol,
+                             bounds=bounds)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     labels_old = torch.full_like(labels, -2)
     min_dist = points.new_empty(points.n)

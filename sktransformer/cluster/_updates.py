@@ -71,12 +71,14 @@ class Mean:
 
     With ``sphere=True`` the new center is projected back onto the unit sphere
     (Dhillon & Modha's spherical k-means; the token normalization of the circuit).
+    ``algorithm``: how the compiled loop runs the hard layers (``"lloyd"``, ``"hamerly"``
+    or ``"auto"``; :func:`~sktransformer.cluster._compiled.use_bounds`).
     """
 
     accumulate = True
 
-    def __init__(self, soft=False, sphere=False):
-        self.soft, self.sphere = soft, sphere
+    def __init__(self, soft=False, sphere=False, algorithm="lloyd"):
+        self.soft, self.sphere, self.algorithm = soft, sphere, algorithm
         self.strict = not soft
         self.compiled = not soft and not sphere  # (the compiled loop runs this update)
 

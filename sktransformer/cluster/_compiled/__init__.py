@@ -1,7 +1,8 @@
 """The clustering family's compiled CPU loops (numba), behind the torch layers' API.
 
 ``run_lloyd`` runs a whole hard k-means fit (every layer) in one compiled call where the
-points allow it (:func:`lloyd_available`); ``kmeans_plusplus`` seeds it, ``swap_trials``
+points allow it (:func:`lloyd_available`), with Hamerly's bounds where :func:`use_bounds`
+says; ``kmeans_plusplus`` seeds it, ``swap_trials``
 finds the center swaps to try after it and ``assign`` labels points. The torch layers
 serve everything else (GPU tensors, soft and variant updates) and are the reference the
 loop is tested against.
@@ -11,7 +12,14 @@ The torch layers' own compiled passes are here too: the members' row sums
 k-medoids' nearest members.
 """
 
-from ._engine import assign, kmeans_plusplus, lloyd_available, run_lloyd, swap_trials
+from ._engine import (
+    assign,
+    kmeans_plusplus,
+    lloyd_available,
+    run_lloyd,
+    swap_trials,
+    use_bounds,
+)
 from ._nearest import nearest_members, nearest_members_available
 from ._scatter import (
     COMPILED_MIN_ELEMENTS,
@@ -27,4 +35,4 @@ __all__ = ["assign", "COMPILED_MIN_ELEMENTS", "compiled_available", "index_add_r
            "kmeans_plusplus", "lloyd_available", "nearest_members",
            "nearest_members_available", "RowAdder", "run_lloyd", "sparsemax_sums",
            "sparsemax_sums_available", "swap_trials", "trim_pass", "trim_pass_available",
-           "use_compiled"]
+           "use_bounds", "use_compiled"]

@@ -1,0 +1,277 @@
+"""Lloyd's loop with Hamerly's bounds: the attention that skips the keys it proves lose.
+
+Every point keeps an upper bound ``u`` on its distance to its own center and a lower bound
+``l`` on its distance to every other center (Hamerly 2010). After an update moves each
+center by ``p_j``, the triangle inequality keeps them bounds: ``u += p_own`` and
+``l -= max_j p_j`` (the second largest move for the point of the center that moved most).
+A point with ``u <= max(l, s_own)``, where ``s_j`` is half the distance from center ``j``
+to its nearest other center, cannot have changed center: no score is computed for it.
+Otherwise ``u`` is made exact; only if the test still fails does the point score every
+center. The points scored in a chunk of ``CHUNK`` rows are gathered and scored by one GEMM,
+their two closest centers then measured directly (bounds from the GEMM's algebra would
+carry its cancellation).
+
+The labels are Lloyd's at every layer, up to ties within rounding: the sums, the empty
+clusters' relocation, the update and both stops are the plain loop's (``_lloyd.py``), run
+in the same order on the same threads' spans. What it saves is the products: a layer costs
+``O(n d)`` (the sums) plus the scores of the points near a boundary, instead of ``O(n k d)``.
+The bounds are kept in float64 whatever the points' dtype.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._lloyd import CACHE, CHUNK, _split, best_of, farthest, update
+
+
+@njit(nogil=True, cache=CACHE)
+def _sq_to(X, i, centers, j):
+    """``||X[i] - centers[j]||^2``, measured directly (in the points' dtype)."""
+    out = X.dtype.type(0)
+    for c in range(X.shape[1]):
+        diff = X[i, c] - centers[j, c]
+        out += diff * diff
+    return out
+
+
+@njit(nogil=True, cache=CACHE)
+def _geometry(centers, previous):
+    """How far each center moved from ``previous`` (Euclidean), the largest and second
+    largest moves with the index of the largest, and half the distance from each center
+    to its nearest other one."""
+    k = centers.shape[0]
+    moved = np.empty(k)
+    for j in range(k):
+        moved[j] = np.sqrt(_sq_to(centers, j, previous, j))
+    top, second, mover = 0.0, 0.0, -1
+    for j in range(k):
+        if moved[j] > top:
+            second, top, mover = top, moved[j], j
+        elif moved[j] > second:
+            second = moved[j]
+    half = np.full(k, np.inf)
+    for a in range(k):
+        for b in range(a + 1, k):
+            h = 0.5 * np.sqrt(_sq_to(centers, a, centers, b))
+            half[a] = min(half[a], h)
+            half[b] = min(half[b], h)
+    return moved, top, second, mover, half
+
+
+@njit(nogil=True, cache=CACHE)
+def _score(X, x_sq, CT, half_sq, rows, count, G, labels, upper, lower, bounds):
+    """The closest center of each of the ``count`` rows ``rows``, from one GEMM over the
+    rows (gathered into ``G`` unless consecutive), and with ``bounds`` exact bounds, from
+    the scores, widened by their rounding (``d`` units of the dtype's epsilon relative to
+    the terms)."""
+    k = CT.shape[1]
+    slack = X.shape[1] * np.finfo(X.dtype).eps
+    if rows[count - 1] - rows[0] == count - 1:  # (consecutive rows: no gathering)
+        scores = np.dot(X[rows[0]:rows[0] + count], CT)
+    else:
+        for e in range(count):
+            for c in range(X.shape[1]):
+                G[e, c] = X[rows[e], c]
+        scores = np.dot(G[:count], CT)
+    for e in range(count):
+        row = scores[e]
+        label, top = best_of(row, half_sq)
+        i = rows[e]
+        labels[i] = label
+        if not bounds:
+            continue
+        top2 = -np.inf
+        for j in range(k):  # (a pass of its own: twice as fast as one finding both)
+            if j != label:
+                top2 = max(top2, row[j] - half_sq[j])
+        x = x_sq[i]
+        upper[i] = np.sqrt(max(x - 2.0 * top + slack * (x + abs(2.0 * top)), 0.0))
+        lower[i] = np.sqrt(max(x - 2.0 * top2 - slack * (x + abs(2.0 * top2)), 0.0))
+
+
+@njit(nogil=True, cache=CACHE)
+def _move(X, weight, i, old, new, delta, delta_size, delta_count):
+    """Row ``i`` leaves cluster ``old`` (none if negative) for ``new``: the sums' change."""
+    w = weight[i]
+    for c in range(X.shape[1]):
+        x = w * np.float64(X[i, c])
+        delta[new, c] += x
+        if old >= 0:
+            delta[old, c] -= x
+    delta_size[new] += w
+    if w > 0:
+        delta_count[new] += 1
+    if old >= 0:
+        delta_size[old] -= w
+        if w > 0:
+            delta_count[old] -= 1
+
+
+# How a pass treats the rows: every row scored and its bounds set (SET), the rows the
+# bounds cannot settle scored (BOUNDED), or every row scored and no bounds kept (PLAIN).
+SET, BOUNDED, PLAIN = 0, 1, 2
+SWITCH = 1 / 16  # (adaptive: the share of rows changing label below which bounds are set)
+
+
+@njit(nogil=True, cache=CACHE)
+def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, geometry, delta,
+                 delta_size, delta_count, start, stop, accumulate, mode, counts):
+    """The rows ``start:stop`` of one pass, by chunks of ``CHUNK`` rows, as ``mode`` says;
+    with ``accumulate``, the change of the sums the new labels make. ``counts`` gets the
+    rows that changed label and the rows scored."""
+    moved, top, second, mover, half = geometry
+    rows = np.empty(CHUNK, dtype=np.int64)
+    old = np.empty(CHUNK, dtype=np.int64)
+    G = np.empty((CHUNK, X.shape[1]), dtype=X.dtype)
+    delta[:] = 0
+    delta_size[:] = 0
+    delta_count[:] = 0
+    changed, scored = 0, 0
+    for lo in range(start, stop, CHUNK):
+        hi = min(lo + CHUNK, stop)
+        count = 0
+        for i in range(lo, hi):
+            a = labels[i]
+            if mode == BOUNDED:
+                u = upper[i] + moved[a]
+                lower[i] -= second if a == mover else top
+                bound = max(half[a], lower[i])
+                if u > bound:
+                    u = np.sqrt(_sq_to(X, i, centers, a))
+                upper[i] = u
+                if u <= bound:
+                    continue
+            rows[count], old[count] = i, a
+            count += 1
+        if count == 0:
+            continue
+        if 2 * count > hi - lo:  # (most of the chunk: all of it, with no gathering)
+            count = 0
+            for i in range(lo, hi):
+                rows[count], old[count] = i, labels[i]
+                count += 1
+        _score(X, x_sq, CT, half_sq, rows, count, G, labels, upper, lower, mode != PLAIN)
+        scored += count
+        for e in range(count):
+            i = rows[e]
+            if labels[i] != old[e]:
+                changed += 1
+                if accumulate:
+                    _move(X, weight, i, old[e], labels[i], delta, delta_size, delta_count)
+    counts[0], counts[1] = changed, scored
+
+
+@njit(nogil=True, cache=CACHE)
+def _sq_dist(X, centers, labels, dist, start, stop):
+    """The rows' squared distances to their centers, into ``dist``."""
+    for i in range(start, stop):
+        dist[i] = _sq_to(X, i, centers, labels[i])
+
+
+@njit(nogil=True, cache=CACHE)
+def _half_sq(centers):
+    CT = np.ascontiguousarray(centers.T)
+    half_sq = np.empty(centers.shape[0], dtype=centers.dtype)
+    for j in range(centers.shape[0]):
+        half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
+    return CT, half_sq
+
+
+@njit(parallel=True, nogil=True, cache=CACHE)
+def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
+                 adaptive):
+    """:func:`~sktransformer.cluster._compiled._lloyd.dense_loop` with the bounds: its
+    results, from the same arguments but the sums' buffers. The clusters' sums are kept
+    in float64 and changed only by the rows that change label.
+
+    ``adaptive``: the bounds only where they pay. The passes are plain while more than
+    ``SWITCH`` of the rows change label (the bounds would settle few); and when a bounded
+    pass still scores more than half the rows, plain again, until four times fewer change.
+    """
+    n, k, d = X.shape[0], centers.shape[0], X.shape[1]
+    labels[:] = -1
+    upper = np.empty(n)
+    lower = np.empty(n)
+    total = np.zeros((k, d))
+    size = np.zeros(k)
+    members = np.zeros(k, dtype=np.int64)  # (of positive weight: empty when 0)
+    delta = np.empty((n_threads, k, d))
+    delta_size = np.empty((n_threads, k))
+    delta_count = np.empty((n_threads, k), dtype=np.int64)
+    counts = np.zeros((n_threads, 2), dtype=np.int64)
+    previous = centers.copy()
+    far = np.empty(0, dtype=np.int64)
+    far_from = np.empty(0, dtype=np.int64)
+    empty = np.empty(0, dtype=np.int64)
+    switch = SWITCH
+    n_iter, state, mode = 0, 0 if max_iter > 0 else 2, PLAIN if adaptive else SET
+    while True:
+        accumulate = state == 0
+        CT, half_sq = _half_sq(centers)
+        geometry = _geometry(centers, previous)
+        if n_threads == 1:  # (no team: see _lloyd.dense_loop)
+            hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower,
+                         geometry, delta[0], delta_size[0], delta_count[0], 0, n,
+                         accumulate, mode, counts[0])
+        else:
+            for t in prange(n_threads):
+                lo, hi = _split(n, t, n_threads)
+                hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower,
+                             geometry, delta[t], delta_size[t], delta_count[t], lo, hi,
+                             accumulate, mode, counts[t])
+        if not accumulate:
+            break
+        n_iter += 1
+        # labels changed against the last pass's (the relocated rows were moved after it)
+        changes, scored = counts[:, 0].sum(), counts[:, 1].sum()
+        for e in range(far.shape[0]):
+            i = far[e]
+            changes += (labels[i] != far_from[e]) - (labels[i] != empty[e])
+        if not adaptive:
+            mode = BOUNDED
+        elif mode == PLAIN:
+            mode = SET if changes <= switch * n else PLAIN
+        elif mode == BOUNDED and 2 * scored > n:
+            mode, switch = PLAIN, switch / 4
+        else:
+            mode = BOUNDED
+        for t in range(n_threads):
+            total += delta[t]
+            size += delta_size[t]
+            members += delta_count[t]
+        for j in range(k):
+            if members[j] == 0:  # (no rounding left behind)
+                total[j] = 0
+                size[j] = 0
+        empty = np.flatnonzero(members == 0)
+        far = empty
+        if empty.shape[0]:  # (rare: exact distances for scikit-learn's relocation)
+            _sq_dist(X, centers, labels, dist, 0, n)
+            far = farthest(dist, empty.shape[0])
+        far_from = labels[far]
+        previous = centers
+        centers, shift = update(centers, total, size, empty, far, X[far], labels, weight)
+        state = 1 if changes == 0 else _stop_state(shift, tol, n_iter, max_iter)
+        if state == 1:
+            break
+        for e in range(far.shape[0]):  # (the relocated rows hold their new centers)
+            i = far[e]
+            labels[i] = empty[e]
+            upper[i] = np.inf
+            lower[i] = -np.inf
+            if weight[i] > 0:
+                members[far_from[e]] -= 1
+                members[empty[e]] += 1
+    if n_threads == 1:
+        _sq_dist(X, centers, labels, dist, 0, n)
+    else:
+        for t in prange(n_threads):
+            lo, hi = _split(n, t, n_threads)
+            _sq_dist(X, centers, labels, dist, lo, hi)
+    return centers, n_iter, state == 1
+
+
+@njit(nogil=True, cache=CACHE)
+def _stop_state(shift, tol, n_iter, max_iter):
+    """2 when the center shift is within ``tol`` or the layers are spent, else 0."""
+    return 2 if shift <= tol or n_iter == max_iter else 0

@@ -1,0 +1,106 @@
+"""Hamerly's bounds (``algorithm="hamerly"``/``"auto"``) against the plain compiled loop:
+the same labels and centers at every layer count, with weights, empty clusters, both
+dtypes and one or two threads."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sktransformer import TransformerKMeans
+from sktransformer.cluster import _compiled
+from sktransformer.cluster._compiled import _engine
+from sktransformer.cluster._sparse import point_tokens
+
+
+def _points(X):
+    X = torch.from_numpy(X)
+    return point_tokens(X, torch.device("cpu"), rows=256, attention="euclidean",
+                        shift=X.mean(0))
+
+
+def _blobs(n=3000, d=6, k=7, dtype=np.float64, seed=0):
+    X, _ = make_blobs(n, n_features=d, centers=k, cluster_std=2.5, random_state=seed)
+    return X.astype(dtype)
+
+
+@pytest.mark.parametrize("bounds", ["always", "adaptive"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("max_iter", [1, 2, 5, 300])
+def test_bounds_give_the_plain_loops_layers(bounds, dtype, weighted, max_iter):
+    X = _blobs(dtype=dtype)
+    points = _points(X)
+    rng = np.random.default_rng(1)
+    start = torch.from_numpy(X[rng.choice(len(X), 7, replace=False)]) - points.shift
+    weight = (torch.from_numpy(rng.random(len(X)).astype(dtype)) if weighted else None)
+    plain = _compiled.run_lloyd(points, weight, start.clone(), max_iter=max_iter, tol=0.0)
+    fast = _compiled.run_lloyd(points, weight, start.clone(), max_iter=max_iter, tol=0.0,
+                               bounds=bounds)
+    assert torch.equal(plain[1], fast[1])
+    assert plain[3] == fast[3]
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    torch.testing.assert_close(fast[0], plain[0], rtol=rtol, atol=rtol)
+    assert fast[2] == pytest.approx(plain[2], rel=1e-5 if dtype == np.float32 else 1e-10)
+
+
+@pytest.mark.parametrize("bounds", ["always", "adaptive"])
+def test_bounds_relocate_empty_clusters_as_the_plain_loop(bounds):
+    X = _blobs(n=500, d=3, k=4)
+    points = _points(X)
+    far = np.full((2, 3), 1e3)  # (two centers no point joins: relocated after a layer)
+    start = torch.from_numpy(np.vstack([X[:4], far])) - points.shift
+    plain = _compiled.run_lloyd(points, None, start.clone(), max_iter=50, tol=0.0)
+    fast = _compiled.run_lloyd(points, None, start.clone(), max_iter=50, tol=0.0,
+                               bounds=bounds)
+    assert torch.equal(plain[1], fast[1]) and plain[3] == fast[3]
+    assert len(np.unique(fast[1].numpy())) == 6
+    torch.testing.assert_close(fast[0], plain[0])
+
+
+def test_bounds_split_rows_over_threads_as_one(monkeypatch):
+    X = _blobs(n=9000, d=5, k=9)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(_engine, "_threads", lambda n, t=threads: t)
+        km = TransformerKMeans(9, algorithm="hamerly", random_state=0, swaps=0).fit(X)
+        results.append(km)
+    assert np.array_equal(results[0].labels_, results[1].labels_)
+    np.testing.assert_allclose(results[0].cluster_centers_, results[1].cluster_centers_,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "hamerly"])
+def test_every_algorithm_fits_scikit_learns_lloyd(algorithm):
+    X = _blobs(n=12_000, d=8, k=10, seed=3)  # (from 10,000 rows, "auto" takes the bounds)
+    init = X[np.random.default_rng(0).choice(len(X), 10, replace=False)]
+    ours = TransformerKMeans(10, init=init, n_init=1, algorithm=algorithm).fit(X)
+    theirs = KMeans(10, init=init, n_init=1, algorithm="lloyd").fit(X)
+    assert np.array_equal(ours.labels_, theirs.labels_)
+    assert ours.n_iter_ == theirs.n_iter_
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-10)
+    assert ours.inertia_ == pytest.approx(theirs.inertia_, rel=1e-10)
+
+
+def test_auto_takes_the_bounds_where_they_pay():
+    dense = _points(_blobs(n=12_000))
+    assert _engine.use_bounds(dense, 7, "auto") == "adaptive"
+    assert _engine.use_bounds(dense, 7, "lloyd") is None
+    assert _engine.use_bounds(_points(_blobs(n=500)), 7, "auto") is None
+    assert _engine.use_bounds(_points(_blobs(n=500)), 7, "hamerly") == "always"
+
+
+def test_hamerly_runs_large_dense_data_in_the_compiled_loop(monkeypatch):
+    # from TORCH_MIN_ROWS rows the plain loop hands over to the torch layers; the bounds
+    # stay compiled
+    monkeypatch.setattr(_engine, "TORCH_MIN_ROWS", 1000)
+    points = _points(_blobs(n=3000))
+    assert not _compiled.lloyd_available(points)
+    assert _compiled.lloyd_available(points, bounds="always")
+
+
+def test_an_unknown_algorithm_is_rejected():
+    with pytest.raises(InvalidParameterError, match="algorithm"):
+        TransformerKMeans(3, algorithm="elkan").fit(_blobs(n=50))
