@@ -15,6 +15,8 @@ one temperature fits tasks of every size and noise family.
 """
 
 import copy
+import hashlib
+import io
 import math
 import os
 from numbers import Integral, Real
@@ -26,7 +28,11 @@ from ..utils import logger
 
 BLOCKS = ("assign", "reset_points", "update", "reset_centers")
 FORMAT = "sktransformer.LearnedKMeansLayer"
-VERSION = 2  # 2 adds ``normalize``; version 1 files (no normalization) still load
+VERSION = 3  # 3: a SHA-256 of the archive; 2 added ``normalize``; 1 and 2 still load
+# A version-3 file: MAGIC, the SHA-256 of the rest, then torch.save's archive. Earlier files
+# are the bare archive (a zip: b"PK"), which no single flipped bit makes of MAGIC.
+MAGIC = b"SKTW"
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _TILE = 1 << 22  # elements of one (queries, keys) attention tile at inference
 _EUCLIDEAN = get_score("euclidean")
 
@@ -200,12 +206,14 @@ class LearnedKMeansLayer(torch.nn.Module):
                 "dropout": self.dropout}
 
     def save(self, path):
-        """Write the weights (tensors and plain numbers only) to ``path``, atomically."""
+        """Write the weights (tensors and plain numbers only) to ``path``, atomically, with
+        a SHA-256 of the content that :meth:`load` checks."""
         payload = {"format": FORMAT, "version": VERSION, **self.config(),
                    "state_dict": {k: v.detach().cpu().clone() for k, v in
                                   self.state_dict().items()}}
         tmp = f"{path}.tmp"
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as f:
+            f.write(pack(payload))
         os.replace(tmp, path)
 
     @classmethod
@@ -222,18 +230,15 @@ class LearnedKMeansLayer(torch.nn.Module):
         validated and every tensor's shape checked against them before the layer is made,
         so a file cannot make it allocate more than the file holds.
         """
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise
-        except Exception as exc:  # truncated, corrupted or not a weights-only file
-            raise ValueError(f"{path} is not a readable LearnedKMeansLayer weights file "
-                             f"({type(exc).__name__}: {exc}).") from exc
+        with open(path, "rb") as f:
+            payload, hashed = unpack(f.read(), path)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise ValueError(f"{path} is not a LearnedKMeansLayer weights file.")
-        if payload.get("version") not in (1, VERSION):
-            raise ValueError(f"{path} has weights format version {payload.get('version')!r}; "
-                             f"this sktransformer reads versions 1 and {VERSION}.")
+        version = payload.get("version")
+        if version not in ((VERSION,) if hashed else (1, 2)):
+            raise ValueError(f"{path} has weights format version {version!r}; this "
+                             f"sktransformer reads versions 1 and 2 (a bare archive) and "
+                             f"{VERSION} (with its SHA-256).")
         names = ("n_features", "n_clusters", "scratch", "normalize", "a", "dropout")
         config = {name: payload.get(name) for name in names}
         if payload["version"] == 1:
@@ -250,8 +255,10 @@ class LearnedKMeansLayer(torch.nn.Module):
                              f"exactly {sorted(expected)}.")
         for name, shape in expected.items():
             value = state[name]
-            if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-                raise ValueError(f"{path}: {name} is not a floating-point tensor.")
+            if (not isinstance(value, torch.Tensor) or value.layout != torch.strided
+                    or value.dtype not in _FLOATS):
+                raise ValueError(f"{path}: {name} is not a dense tensor of float16, "
+                                 f"bfloat16, float32 or float64.")
             if tuple(value.shape) != shape:
                 raise ValueError(f"{path} has missing or mis-shaped weights: {name} has shape "
                                  f"{tuple(value.shape)}, the settings make it {shape}.")
@@ -260,6 +267,31 @@ class LearnedKMeansLayer(torch.nn.Module):
         layer = cls(**config)
         layer.load_state_dict(state)
         return layer.eval()
+
+
+def pack(payload):
+    """A weights file's bytes (version 3): MAGIC, the SHA-256 of the archive, the archive."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    archive = buffer.getvalue()
+    return MAGIC + hashlib.sha256(archive).digest() + archive
+
+
+def unpack(data, path):
+    """The payload of a weights file's bytes, read tensors-only, and whether it was hashed:
+    a version-3 file's SHA-256 must match (a flipped bit anywhere is a ``ValueError``); an
+    earlier file is the bare archive."""
+    hashed = data[:len(MAGIC)] == MAGIC
+    if hashed:
+        digest, data = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+        if hashlib.sha256(data).digest() != digest:
+            raise ValueError(f"{path} is a damaged LearnedKMeansLayer weights file: its "
+                             f"content does not match its SHA-256.")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True), hashed
+    except Exception as exc:  # truncated, corrupted or not a weights-only file
+        raise ValueError(f"{path} is not a readable LearnedKMeansLayer weights file "
+                         f"({type(exc).__name__}: {exc}).") from exc
 
 
 def sq_distances(X, centers):
