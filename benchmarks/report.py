@@ -29,7 +29,11 @@ SECTIONS = [
                 "(CSR). Each library runs in blocks of fits, the two alternating. `ratio` is "
                 "ours over scikit-learn's time per fit (median over repeats; lower is better, "
                 "below 1 we are faster), with the mean ratio and its standard error. "
-                "\"swaps=0\" rows leave out the center swaps that the default adds.",
+                "\"swaps=0\" rows leave out the center swaps that the default adds. "
+                "`algorithm=\"hamerly\"` rows: Hamerly's bounds against scikit-learn's "
+                "Lloyd from the same k-means++ centers to convergence, on Gaussian clusters "
+                "(seed 11, used for no choice) and on uniform data; `same_labels` says "
+                "whether the two fits' labels are identical.",
         "command": "python benchmarks/bench_cpu_engine.py --large",
         "files": ["cpu_engine.json"],
     },
