@@ -7,14 +7,15 @@ center by ``p_j``, the triangle inequality keeps them bounds: ``u += p_own`` and
 A point with ``u <= max(l, s_own)``, where ``s_j`` is half the distance from center ``j``
 to its nearest other center, cannot have changed center: no score is computed for it.
 Otherwise ``u`` is made exact; only if the test still fails does the point score every
-center. The points scored in a chunk of ``CHUNK`` rows are gathered and scored by one GEMM,
-their two closest centers then measured directly (bounds from the GEMM's algebra would
-carry its cancellation).
+center. The points scored in a chunk of ``CHUNK`` rows are gathered and scored by one GEMM
+(the whole chunk when most of it must be); their new bounds come from the scores, widened
+by the scores' rounding.
 
-The labels are Lloyd's at every layer, up to ties within rounding: the sums, the empty
-clusters' relocation, the update and both stops are the plain loop's (``_lloyd.py``), run
-in the same order on the same threads' spans. What it saves is the products: a layer costs
-``O(n d)`` (the sums) plus the scores of the points near a boundary, instead of ``O(n k d)``.
+The labels are Lloyd's at every layer, up to ties within rounding: the relocation of empty
+clusters, the update and both stops are the plain loop's (``_lloyd.py``). The clusters'
+sums are kept in float64 and changed only by the points that change cluster, so a layer
+costs ``O(n)`` for the bounds plus the scores of the points near a boundary, instead of
+``O(n k d)``. An adaptive mode (``"auto"``) keeps to plain passes while most points move.
 The bounds are kept in float64 whatever the points' dtype.
 """
 
