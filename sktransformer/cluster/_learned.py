@@ -241,7 +241,7 @@ class LearnedKMeansLayer(torch.nn.Module):
                              f"{VERSION} (with its SHA-256).")
         names = ("n_features", "n_clusters", "scratch", "normalize", "a", "dropout")
         config = {name: payload.get(name) for name in names}
-        if payload["version"] == 1:
+        if version == 1:
             config["normalize"] = False  # written before the normalization existed
         try:
             check_config(**config)

@@ -86,10 +86,10 @@ def test_every_algorithm_fits_scikit_learns_lloyd(algorithm):
 
 def test_auto_takes_the_bounds_where_they_pay():
     dense = _points(_blobs(n=12_000))
-    assert _engine.use_bounds(dense, 7, "auto") == "adaptive"
-    assert _engine.use_bounds(dense, 7, "lloyd") is None
-    assert _engine.use_bounds(_points(_blobs(n=500)), 7, "auto") is None
-    assert _engine.use_bounds(_points(_blobs(n=500)), 7, "hamerly") == "always"
+    assert _engine.use_bounds(dense, "auto") == "adaptive"
+    assert _engine.use_bounds(dense, "lloyd") is None
+    assert _engine.use_bounds(_points(_blobs(n=500)), "auto") is None
+    assert _engine.use_bounds(_points(_blobs(n=500)), "hamerly") == "always"
 
 
 def test_hamerly_runs_large_dense_data_in_the_compiled_loop(monkeypatch):

@@ -62,7 +62,7 @@ def lloyd_available(points, sample_weight=None, *, bounds=None):
     return _LOOPS.get() is not None
 
 
-def use_bounds(points, n_clusters, algorithm):
+def use_bounds(points, algorithm):
     """How a hard k-means fit on these points uses Hamerly's bounds (:mod:`._hamerly`):
     ``"always"`` (``algorithm="hamerly"``), ``"adaptive"`` (``"auto"``: where they pay,
     from ``BOUNDS_MIN_ROWS`` rows on) or ``None`` (the plain loop; CSR points)."""
@@ -96,8 +96,7 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None):
     layers."""
     weight = (np.ones(points.n, dtype=_numpy(points.dtype)) if sample_weight is None
               else _array(sample_weight.to(points.dtype)))
-    out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol,
-                                      bounds=bounds if points.X is not None else None)
+    out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol, bounds=bounds)
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
     inertia = float(np.sum(dist * weight, dtype=np.float64))
     return torch.from_numpy(out), torch.from_numpy(labels), inertia, n_iter

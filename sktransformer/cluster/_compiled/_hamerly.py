@@ -22,7 +22,7 @@ The bounds are kept in float64 whatever the points' dtype.
 import numpy as np
 from numba import njit, prange
 
-from ._lloyd import CACHE, CHUNK, _split, best_of, farthest, update
+from ._lloyd import CACHE, CHUNK, _split, best_of, center_keys, farthest, spent, update
 
 
 @njit(nogil=True, cache=CACHE)
@@ -146,7 +146,7 @@ def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, ge
             count += 1
         if count == 0:
             continue
-        if 2 * count > hi - lo:  # (most of the chunk: all of it, with no gathering)
+        if hi - lo > count > (hi - lo) // 2:  # (most of the chunk: all, ungathered)
             count = 0
             for i in range(lo, hi):
                 rows[count], old[count] = i, labels[i]
@@ -167,15 +167,6 @@ def _sq_dist(X, centers, labels, dist, start, stop):
     """The rows' squared distances to their centers, into ``dist``."""
     for i in range(start, stop):
         dist[i] = _sq_to(X, i, centers, labels[i])
-
-
-@njit(nogil=True, cache=CACHE)
-def _half_sq(centers):
-    CT = np.ascontiguousarray(centers.T)
-    half_sq = np.empty(centers.shape[0], dtype=centers.dtype)
-    for j in range(centers.shape[0]):
-        half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
-    return CT, half_sq
 
 
 @njit(parallel=True, nogil=True, cache=CACHE)
@@ -208,7 +199,7 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
     n_iter, state, mode = 0, 0 if max_iter > 0 else 2, PLAIN if adaptive else SET
     while True:
         accumulate = state == 0
-        CT, half_sq = _half_sq(centers)
+        CT, half_sq = center_keys(centers)
         geometry = _geometry(centers, previous)
         if n_threads == 1:  # (no team: see _lloyd.dense_loop)
             hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower,
@@ -252,7 +243,7 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
         far_from = labels[far]
         previous = centers
         centers, shift = update(centers, total, size, empty, far, X[far], labels, weight)
-        state = 1 if changes == 0 else _stop_state(shift, tol, n_iter, max_iter)
+        state = 1 if changes == 0 else 2 if spent(shift, tol, n_iter, max_iter) else 0
         if state == 1:
             break
         for e in range(far.shape[0]):  # (the relocated rows hold their new centers)
@@ -270,9 +261,3 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
             lo, hi = _split(n, t, n_threads)
             _sq_dist(X, centers, labels, dist, lo, hi)
     return centers, n_iter, state == 1
-
-
-@njit(nogil=True, cache=CACHE)
-def _stop_state(shift, tol, n_iter, max_iter):
-    """2 when the center shift is within ``tol`` or the layers are spent, else 0."""
-    return 2 if shift <= tol or n_iter == max_iter else 0

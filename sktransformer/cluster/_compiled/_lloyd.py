@@ -56,12 +56,19 @@ def best_of(scores, half_sq):
 
 
 @njit(nogil=True, cache=CACHE)
-def _keys(centers, sums, weights, accumulate):
-    """``C^T`` (contiguous), ``||c||^2 / 2``, and the sums zeroed for a new layer."""
+def center_keys(centers):
+    """The keys a pass scores against: ``C^T`` (contiguous) and ``||c||^2 / 2``."""
     CT = np.ascontiguousarray(centers.T)
     half_sq = np.empty(centers.shape[0], dtype=centers.dtype)
     for j in range(centers.shape[0]):
         half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
+    return CT, half_sq
+
+
+@njit(nogil=True, cache=CACHE)
+def _keys(centers, sums, weights, accumulate):
+    """:func:`center_keys`, and the sums zeroed for a new layer."""
+    CT, half_sq = center_keys(centers)
     if accumulate:
         sums[:] = 0
         weights[:] = 0
@@ -180,10 +187,17 @@ def _stop(labels, labels_old, moved, tol, n_iter, max_iter):
     no last assignment), 2 when the shift is within ``tol`` or the layers are spent."""
     if np.array_equal(labels, labels_old):
         return 1
-    if moved <= tol or n_iter == max_iter:
+    if spent(moved, tol, n_iter, max_iter):
         return 2
     labels_old[:] = labels
     return 0
+
+
+@njit(nogil=True, cache=CACHE)
+def spent(moved, tol, n_iter, max_iter):
+    """Whether the loop stops short of strict convergence: the shift within ``tol`` or
+    the layers spent."""
+    return moved <= tol or n_iter == max_iter
 
 
 # The loops are the compiled entry points, each a parallel function with its passes inline:
@@ -272,10 +286,7 @@ def _two_closest(X, x_sq, centers):
     chunks of one GEMM each, as the pass)."""
     n = X.shape[0]
     k = centers.shape[0]
-    CT = np.ascontiguousarray(centers.T)
-    half_sq = np.empty(k, dtype=centers.dtype)
-    for j in range(k):
-        half_sq[j] = 0.5 * np.dot(centers[j], centers[j])
+    CT, half_sq = center_keys(centers)
     labels = np.empty(n, dtype=np.int64)
     best = np.empty(n, dtype=np.float64)
     second = np.empty(n, dtype=np.float64)
