@@ -32,13 +32,15 @@ def member_sums(labels, cost, sample_weight, n_clusters):
     weight, cost : ndarray of shape (n_clusters,), float64
     """
     labels = np.asarray(labels).ravel()
-    kept = labels >= 0
-    w = np.ones(len(labels)) if sample_weight is None else np.asarray(sample_weight, float)
-    w = w[kept]
-    labels = labels[kept]
-    cost = np.asarray(cost, dtype=np.float64)[kept]
-    return (np.bincount(labels, weights=w, minlength=n_clusters),
-            np.bincount(labels, weights=w * cost, minlength=n_clusters))
+    cost = np.asarray(cost, dtype=np.float64).ravel()
+    w = None if sample_weight is None else np.asarray(sample_weight, np.float64).ravel()
+    if len(labels) and labels.min() < 0:
+        kept = labels >= 0
+        labels, cost = labels[kept], cost[kept]
+        w = None if w is None else w[kept]
+    weight = np.bincount(labels, weights=w, minlength=n_clusters).astype(np.float64)
+    return weight, np.bincount(labels, weights=cost if w is None else w * cost,
+                               minlength=n_clusters)
 
 
 def _shrunk_mean(weight, cost):

@@ -676,8 +676,9 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     centers, labels, inertia (float), n_iter (int)
     """
     if temperature is None and not verbose and getattr(update, "compiled", False):
-        bounds = use_bounds(points, update.algorithm)
-        if lloyd_available(points, sample_weight, bounds=bounds):
+        k = centers.shape[0]
+        bounds = use_bounds(points, update.algorithm, k)
+        if lloyd_available(points, sample_weight, n_clusters=k, bounds=bounds):
             return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol,
                              bounds=bounds)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)

@@ -245,10 +245,22 @@ def test_a_fit_keeps_torchs_thread_count_from_omp_num_threads():
     assert out.stdout.strip().splitlines()[-1] == "1"
 
 
-def test_large_dense_fits_run_the_torch_layers():
+def test_large_dense_fits_with_many_center_coordinates_run_the_torch_layers():
     # (where their large tiles and two workers measured faster than the loop's chunks)
     small = _points(np.zeros((100, 2)))
     large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2)))
     assert _compiled.lloyd_available(small) and not _compiled.lloyd_available(large)
+    wide = _engine.TORCH_MIN_WIDTH // 2
+    assert _compiled.lloyd_available(large, n_clusters=wide - 1)
+    assert not _compiled.lloyd_available(large, n_clusters=wide)
+    assert _engine.use_bounds(large, "auto", wide - 1) == "adaptive"
+    assert _engine.use_bounds(large, "auto", wide) is None
+
+
+def test_large_fits_whose_copy_is_too_large_run_the_torch_layers(monkeypatch):
+    large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2)))
+    assert _compiled.lloyd_available(large, n_clusters=2)
+    monkeypatch.setattr(_engine, "TORCH_MIN_BYTES", large.n * 2 * 8)
+    assert not _compiled.lloyd_available(large, n_clusters=2)
     sparse = _points(sp.csr_matrix((_engine.TORCH_MIN_ROWS, 2)))
     assert _compiled.lloyd_available(sparse)

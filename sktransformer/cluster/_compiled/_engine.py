@@ -19,18 +19,23 @@ _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
 
-# Dense fits of this many rows on run the torch layers (two workers, oneDNN's products):
-# fit times over scikit-learn's, 20 layers from the same start, float32, compiled against
-# torch: 0.88 against 0.71 at 200,000 x 128, k = 256; 1.30 against 0.89 at 10^6 x 16,
-# k = 16; even at 100,000 x 32, k = 64 (1.04 and 1.08; 0.99 and 0.95 in float64). The
-# loop's small products per 256-row chunk cost more than the torch layers' large tiles.
+# Dense fits of this many rows on, with this many center coordinates (k x d) on, run the
+# torch layers (two workers, oneDNN's large tiles): fit times over scikit-learn's, 20
+# layers from the same start, float64, torch's against the loop's: 0.66 against 0.93 at
+# 200,000 x 128, k = 256; 0.78 against 0.83 at 200,000 x 32, k = 128; 0.87 against 0.91
+# at 200,000 x 128, k = 32 (k x d = 4,096); but 0.92 against 0.82 at 10^6 x 16, k = 16;
+# 1.00 against 0.75 at 200,000 x 32, k = 32; 0.81 against 0.70 at 500,000 x 16, k = 64
+# (k x d = 1,024). On fewer rows the loop runs whatever k x d: at 100,000 x 32, k = 64 it
+# matched the torch layers even with a scalar arg-max (nearest() made its passes faster).
 TORCH_MIN_ROWS = 1 << 17
-# "auto" keeps the plain loop on fewer rows (fits of a few milliseconds, where the bounds'
-# book-keeping costs more than it saves: 0.74-0.92 of scikit-learn's time against 0.65-0.77
-# on iris, wine, digits and breast_cancer), and the torch layers from TORCH_MIN_ROWS on (an
-# adaptive loop's plain passes, compiled, are the slower there: 1.08 and 1.18 of
-# scikit-learn's time against 0.93 and 0.78 on 20 layers over uniform data at 10^6 x 16,
-# k = 16 and 200,000 x 128, k = 256). algorithm="hamerly" asks for the bounds at any size.
+TORCH_MIN_WIDTH = 2048
+# and beyond this size of the loop's shifted copy of X: the torch layers shift chunk by
+# chunk, so that a fit of data near the memory's size does not need it twice
+TORCH_MIN_BYTES = 1 << 30
+# "auto" takes the bounds from this many rows on: on fewer (fits of a few milliseconds)
+# their book-keeping costs more than it saves: 0.74-0.92 of scikit-learn's time against
+# 0.65-0.77 on iris, wine, digits and breast_cancer. algorithm="hamerly" asks for them at
+# any size.
 BOUNDS_MIN_ROWS = 10_000
 _COPY_MAX = 1 << 22  # elements of the shifted copy an assignment alone may make (32 MiB)
 
@@ -47,30 +52,44 @@ def _one_blas_thread():
     return _blas.limit(limits=1, user_api="blas")
 
 
-def lloyd_available(points, sample_weight=None, *, bounds=None):
+def lloyd_available(points, sample_weight=None, *, n_clusters=None, bounds=None):
     """Whether the compiled loop can run a fit on these point tokens: on the CPU, float32
-    or float64, scored by squared Euclidean distance, CSR or fewer than ``TORCH_MIN_ROWS``
-    dense rows (any number with ``bounds``), and numba's loops built."""
+    or float64, scored by squared Euclidean distance, and numba's loops built; and CSR, or
+    dense unless the fit is the torch layers' (:func:`_torch_fit`; never with
+    ``bounds``)."""
     if points.device.type != "cpu" or points.dtype not in _DTYPES:
         return False
     if points.score.name not in _EUCLIDEAN:
         return False
-    if points.X is not None and points.n >= TORCH_MIN_ROWS and not bounds:
+    if not bounds and _torch_fit(points, n_clusters):
         return False
     if sample_weight is not None and sample_weight.device.type != "cpu":
         return False
     return _LOOPS.get() is not None
 
 
-def use_bounds(points, algorithm):
-    """How a hard k-means fit on these points uses Hamerly's bounds (:mod:`._hamerly`):
-    ``"always"`` (``algorithm="hamerly"``), ``"adaptive"`` (``"auto"``: where they pay,
-    from ``BOUNDS_MIN_ROWS`` rows on) or ``None`` (the plain loop; CSR points)."""
+def _torch_fit(points, n_clusters):
+    """Whether a fit of ``n_clusters`` centers (None: unknown) on dense points runs the
+    torch layers: from ``TORCH_MIN_ROWS`` rows, with ``TORCH_MIN_WIDTH`` center
+    coordinates or a copy of ``TORCH_MIN_BYTES``."""
+    if points.X is None or points.n < TORCH_MIN_ROWS:
+        return False
+    return (n_clusters is None or n_clusters * points.d >= TORCH_MIN_WIDTH
+            or points.n * points.d * points.X.element_size() >= TORCH_MIN_BYTES)
+
+
+def use_bounds(points, algorithm, n_clusters=None):
+    """How a hard k-means fit of ``n_clusters`` centers on these points uses Hamerly's
+    bounds (:mod:`._hamerly`): ``"always"`` (``algorithm="hamerly"``), ``"adaptive"``
+    (``"auto"``: from ``BOUNDS_MIN_ROWS`` rows on, where the plain loop would run) or
+    ``None`` (the plain loop, or the torch layers; CSR points)."""
     if points.X is None or algorithm == "lloyd":
         return None
     if algorithm == "hamerly":
         return "always"
-    return "adaptive" if BOUNDS_MIN_ROWS <= points.n < TORCH_MIN_ROWS else None
+    if points.n < BOUNDS_MIN_ROWS or _torch_fit(points, n_clusters):
+        return None
+    return "adaptive"
 
 
 def _threads(n_samples):
@@ -99,7 +118,10 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None):
     out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol, bounds=bounds)
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
     inertia = float(np.sum(dist * weight, dtype=np.float64))
-    return torch.from_numpy(out), torch.from_numpy(labels), inertia, n_iter
+    out, labels, dist = torch.from_numpy(out), torch.from_numpy(labels), torch.from_numpy(dist)
+    # the final assignment, for an assign() to these very centers (the mixture's spreads)
+    points._compiled_final = out, labels, dist
+    return out, labels, inertia, n_iter
 
 
 def assign(points, centers):
@@ -108,6 +130,9 @@ def assign(points, centers):
     points have it already; the torch pass shifts chunk by chunk)."""
     if not lloyd_available(points):
         return None
+    final = points.__dict__.get("_compiled_final")
+    if final is not None and final[0] is centers:
+        return final[1:]
     if (points.X is not None and "_compiled_rows" not in points.__dict__
             and points.n * points.d > _COPY_MAX):
         return None
@@ -178,11 +203,11 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_tri
 
 def _shifted(points):
     """The points shifted by ``points.shift`` (a copy, made once for the fit's runs) and
-    their squared norms."""
+    their squared norms (the point tokens': the same for both scores here)."""
     cached = points.__dict__.get("_compiled_rows")
     if cached is None:
         X = _array(points.X) - _array(points.shift)
-        cached = points._compiled_rows = X, np.einsum("ij,ij->i", X, X)
+        cached = points._compiled_rows = X, _array(points.x_sq)
     return cached
 
 

@@ -22,7 +22,17 @@ The bounds are kept in float64 whatever the points' dtype.
 import numpy as np
 from numba import njit, prange
 
-from ._lloyd import CACHE, CHUNK, _split, best_of, center_keys, farthest, spent, update
+from ._lloyd import (
+    CACHE,
+    CHUNK,
+    _split,
+    center_keys,
+    farthest,
+    nearest,
+    spent,
+    tile,
+    update,
+)
 
 
 @njit(nogil=True, cache=CACHE)
@@ -60,12 +70,11 @@ def _geometry(centers, previous):
 
 
 @njit(nogil=True, cache=CACHE)
-def _score(X, x_sq, CT, half_sq, rows, count, G, labels, upper, lower, bounds):
+def _score(X, x_sq, CT, half_sq, rows, count, G, buffers, labels, upper, lower, bounds):
     """The closest center of each of the ``count`` rows ``rows``, from one GEMM over the
     rows (gathered into ``G`` unless consecutive), and with ``bounds`` exact bounds, from
     the scores, widened by their rounding (``d`` units of the dtype's epsilon relative to
     the terms)."""
-    k = CT.shape[1]
     slack = X.shape[1] * np.finfo(X.dtype).eps
     if rows[count - 1] - rows[0] == count - 1:  # (consecutive rows: no gathering)
         scores = np.dot(X[rows[0]:rows[0] + count], CT)
@@ -74,18 +83,14 @@ def _score(X, x_sq, CT, half_sq, rows, count, G, labels, upper, lower, bounds):
             for c in range(X.shape[1]):
                 G[e, c] = X[rows[e], c]
         scores = np.dot(G[:count], CT)
+    nearest(scores, count, half_sq, buffers, bounds)
+    _, best, label, runner = buffers
     for e in range(count):
-        row = scores[e]
-        label, top = best_of(row, half_sq)
         i = rows[e]
-        labels[i] = label
+        labels[i] = label[e]
         if not bounds:
             continue
-        top2 = -np.inf
-        for j in range(k):  # (a pass of its own: twice as fast as one finding both)
-            if j != label:
-                top2 = max(top2, row[j] - half_sq[j])
-        x = x_sq[i]
+        x, top, top2 = x_sq[i], best[e], runner[e]
         upper[i] = np.sqrt(max(x - 2.0 * top + slack * (x + abs(2.0 * top)), 0.0))
         lower[i] = np.sqrt(max(x - 2.0 * top2 - slack * (x + abs(2.0 * top2)), 0.0))
 
@@ -124,6 +129,7 @@ def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, ge
     rows = np.empty(CHUNK, dtype=np.int64)
     old = np.empty(CHUNK, dtype=np.int64)
     G = np.empty((CHUNK, X.shape[1]), dtype=X.dtype)
+    buffers = tile(centers.shape[0], X.dtype)
     delta[:] = 0
     delta_size[:] = 0
     delta_count[:] = 0
@@ -151,7 +157,8 @@ def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, ge
             for i in range(lo, hi):
                 rows[count], old[count] = i, labels[i]
                 count += 1
-        _score(X, x_sq, CT, half_sq, rows, count, G, labels, upper, lower, mode != PLAIN)
+        _score(X, x_sq, CT, half_sq, rows, count, G, buffers, labels, upper, lower,
+               mode != PLAIN)
         scored += count
         for e in range(count):
             i = rows[e]

@@ -56,6 +56,55 @@ def best_of(scores, half_sq):
 
 
 @njit(nogil=True, cache=CACHE)
+def tile(k, dtype):
+    """A thread's buffers for :func:`nearest`: the transposed scores (padded: a row
+    length of a power of two put every column write in the same cache set), the best
+    scores, the labels and the second-best scores of a chunk's rows."""
+    return (np.empty((k, CHUNK + 8), dtype=dtype), np.empty(CHUNK, dtype=dtype),
+            np.empty(CHUNK, dtype=np.int64), np.empty(CHUNK, dtype=dtype))
+
+
+@njit(nogil=True, cache=CACHE)
+def nearest(scores, count, half_sq, buffers, second):
+    """:func:`best_of` for the first ``count`` rows of ``scores`` at once, into the best
+    scores and labels of ``buffers`` (:func:`tile`), and with ``second``, the best score
+    among the other centers into its last buffer. The scores are transposed first, so
+    that the compare-and-selects run across rows, in vector registers: a row's own scan
+    is a chain of dependent compares (2-3x slower, and most of a pass at k = 16)."""
+    ST, best, label, runner = buffers
+    k = scores.shape[1]
+    if k <= 16:  # (the faster loop order for the transposition, either side of k = 16)
+        for j in range(k):
+            for i in range(count):
+                ST[j, i] = scores[i, j]
+    else:
+        for i in range(count):
+            for j in range(k):
+                ST[j, i] = scores[i, j]
+    h = half_sq[0]
+    for i in range(count):
+        best[i] = ST[0, i] - h
+        label[i] = 0
+    if second:
+        runner[:count] = -np.inf
+    for j in range(1, k):
+        h, row = half_sq[j], ST[j]
+        if second:
+            for i in range(count):
+                s = row[i] - h
+                better = s > best[i]
+                runner[i] = best[i] if better else max(runner[i], s)
+                best[i] = s if better else best[i]
+                label[i] = j if better else label[i]
+        else:
+            for i in range(count):
+                s = row[i] - h
+                better = s > best[i]
+                best[i] = s if better else best[i]
+                label[i] = j if better else label[i]
+
+
+@njit(nogil=True, cache=CACHE)
 def center_keys(centers):
     """The keys a pass scores against: ``C^T`` (contiguous) and ``||c||^2 / 2``."""
     CT = np.ascontiguousarray(centers.T)
@@ -89,13 +138,14 @@ def dense_span(X, x_sq, weight, CT, half_sq, labels, dist, acc, size, start, sto
     cache line: summed there, a 2-thread pass took twice one thread's time)."""
     d = X.shape[1]
     own = np.zeros(size.shape[0], dtype=size.dtype)
+    buffers = tile(CT.shape[1], X.dtype)
+    _, best, label, _ = buffers
     for lo in range(start, stop, CHUNK):
         hi = min(lo + CHUNK, stop)
-        scores = np.dot(X[lo:hi], CT)
+        nearest(np.dot(X[lo:hi], CT), hi - lo, half_sq, buffers, False)
         for i in range(hi - lo):
-            label, best = best_of(scores[i], half_sq)
-            labels[lo + i] = label
-            dist[lo + i] = max(x_sq[lo + i] - 2 * best, 0)
+            labels[lo + i] = label[i]
+            dist[lo + i] = max(x_sq[lo + i] - 2 * best[i], 0)
         if not accumulate:
             continue
         for row in range(lo, hi):  # (a loop of its own: it vectorizes)
@@ -285,25 +335,19 @@ def _two_closest(X, x_sq, centers):
     """Each row's closest center, its squared distance and that to the second-closest (by
     chunks of one GEMM each, as the pass)."""
     n = X.shape[0]
-    k = centers.shape[0]
     CT, half_sq = center_keys(centers)
     labels = np.empty(n, dtype=np.int64)
     best = np.empty(n, dtype=np.float64)
     second = np.empty(n, dtype=np.float64)
+    buffers = tile(centers.shape[0], X.dtype)
+    _, top, label, top2 = buffers
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
-        scores = np.dot(X[lo:hi], CT)
+        nearest(np.dot(X[lo:hi], CT), hi - lo, half_sq, buffers, True)
         for i in range(hi - lo):
-            top, top2, label = -np.inf, -np.inf, 0
-            for j in range(k):
-                s = scores[i, j] - half_sq[j]
-                if s > top:
-                    top2, top, label = top, s, j
-                elif s > top2:
-                    top2 = s
-            labels[lo + i] = label
-            best[lo + i] = max(x_sq[lo + i] - 2 * top, 0.0)
-            second[lo + i] = max(x_sq[lo + i] - 2 * top2, 0.0)
+            labels[lo + i] = label[i]
+            best[lo + i] = max(x_sq[lo + i] - 2 * top[i], 0.0)
+            second[lo + i] = max(x_sq[lo + i] - 2 * top2[i], 0.0)
     return labels, best, second
 
 
