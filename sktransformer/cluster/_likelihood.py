@@ -16,7 +16,7 @@ All functions take numpy arrays and return numpy float64 arrays.
 """
 
 import numpy as np
-from scipy.special import gammaln, ive, logsumexp
+from scipy.special import gammaln, ive
 
 # a cluster's spread is estimated as if it had this many extra members at the pooled
 # spread: a singleton (zero spread, an infinite density) takes the pooled one, a large
@@ -131,4 +131,9 @@ def _log(weights):
 def log_likelihood(cost, mixture):
     """Per-sample log-likelihood of ``cost`` (n_samples, n_clusters) under ``mixture``."""
     log_weight, offset, slope = mixture
-    return logsumexp(log_weight + offset - np.asarray(cost, np.float64) * slope, axis=1)
+    terms = log_weight + offset - np.asarray(cost, np.float64) * slope
+    # (scipy's logsumexp: 0.35 ms of a 600-row score, most of it array-API dispatch)
+    top = terms.max(axis=1, keepdims=True)
+    top[~np.isfinite(top)] = 0  # (rows of -inf terms: -inf)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(terms - top).sum(axis=1)) + top[:, 0]

@@ -17,6 +17,7 @@ equivalence with the token-level circuit is what ``tests/cluster/test_lloyd.py``
 All functions take valid tensors (no input validation) and return tensors.
 """
 
+import functools
 import math
 
 import torch
@@ -76,9 +77,6 @@ class PointTokens:
             shift = X.new_zeros(X.shape[1])
         self.shift = shift
         self.n, self.d = X.shape
-        self.x_sq = X.new_empty(self.n)  # what the score needs per point, chunked
-        for sl in iter_chunks(self.n, rows):
-            self.x_sq[sl] = self.score.prepare(X[sl] - self.shift)
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1  # the constant-1 slot: its sum is the weight
         # the update's sums by numba's loop when installed, for large fits, or once loaded
@@ -87,22 +85,36 @@ class PointTokens:
         self._cache = {}  # the spans' chunk records
         self._buffer_cache = {}  # and their token buffers and tiles
 
+    @functools.cached_property
+    def x_sq(self):
+        """What the score needs of each point (for the Euclidean scores, ``||x - shift||^2``),
+        by chunks, at first use: the compiled loop makes it with its shifted copy instead.
+        (Two workers asking at once each make it: the same values.)"""
+        out = self.X.new_empty(self.n)
+        for sl in iter_chunks(self.n, self.rows):
+            out[sl] = self.score.prepare(self.X[sl] - self.shift)
+        return out
+
+    @property
+    def _values(self):
+        return self.X
+
     @property
     def device(self):
-        return self.x_sq.device
+        return self._values.device
 
     @property
     def dtype(self):
-        return self.x_sq.dtype
+        return self._values.dtype
 
     def new_empty(self, *shape):
-        return self.x_sq.new_empty(*shape)
+        return self._values.new_empty(*shape)
 
     def new_zeros(self, *shape):
-        return self.x_sq.new_zeros(*shape)
+        return self._values.new_zeros(*shape)
 
     def new_ones(self, *shape):
-        return self.x_sq.new_ones(*shape)
+        return self._values.new_ones(*shape)
 
     def _chunks(self, start, stop, n_keys):
         """The :class:`Chunk` records of the rows ``start:stop`` for ``n_keys`` keys, made

@@ -65,6 +65,10 @@ class SparsePointTokens(PointTokens):
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1
 
+    @property
+    def _values(self):
+        return self.values
+
     def _chunk(self, sl):
         lo, hi = int(self.indptr[sl.start]), int(self.indptr[sl.stop])
         crow = self.crow[sl.start:sl.stop + 1] - lo

@@ -264,3 +264,20 @@ def test_large_fits_whose_copy_is_too_large_run_the_torch_layers(monkeypatch):
     assert not _compiled.lloyd_available(large, n_clusters=2)
     sparse = _points(sp.csr_matrix((_engine.TORCH_MIN_ROWS, 2)))
     assert _compiled.lloyd_available(sparse)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_the_shifted_copy_and_its_norms_are_the_point_tokens(dtype, n_threads, monkeypatch):
+    X = _data(False, dtype, n=5000) + 100  # (far from the origin: the shift matters)
+    lazy = _points(X)
+    reference = _points(X)
+    monkeypatch.setattr(_engine, "_threads", lambda n: n_threads)
+    shifted, x_sq = _engine._shifted(lazy)
+    np.testing.assert_array_equal(shifted, X - reference.shift.numpy())
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(x_sq, reference.x_sq.numpy(), rtol=rtol)
+    assert lazy.x_sq.numpy() is x_sq or np.shares_memory(lazy.x_sq.numpy(), x_sq)
+    # norms made first by the torch layers are the ones kept
+    reference.x_sq  # noqa: B018
+    assert np.shares_memory(_engine._shifted(reference)[1], reference.x_sq.numpy())

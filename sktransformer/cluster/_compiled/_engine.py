@@ -10,6 +10,7 @@ def _build(numba, cache):
     from . import _hamerly, _lloyd  # (numba imported, the loops cached on disk where it can)
 
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
+            "shifted": _lloyd.shifted,
             "hamerly_loop": _hamerly.hamerly_loop, "swap_trials": _lloyd.swap_trials,
             "kmeans_plusplus": _lloyd.kmeans_plusplus}
 
@@ -203,11 +204,16 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_tri
 
 def _shifted(points):
     """The points shifted by ``points.shift`` (a copy, made once for the fit's runs) and
-    their squared norms (the point tokens': the same for both scores here)."""
+    their squared norms, which are the point tokens' too (the same for both scores here)."""
     cached = points.__dict__.get("_compiled_rows")
     if cached is None:
-        X = _array(points.X) - _array(points.shift)
-        cached = points._compiled_rows = X, _array(points.x_sq)
+        X, x_sq = _LOOPS.get()["shifted"](_array(points.X), _array(points.shift),
+                                          _threads(points.n))
+        if "x_sq" in points.__dict__:  # (made already: the same norms, up to rounding)
+            x_sq = _array(points.x_sq)
+        else:
+            points.x_sq = torch.from_numpy(x_sq)
+        cached = points._compiled_rows = X, x_sq
     return cached
 
 

@@ -131,6 +131,33 @@ def _split(n, t, n_threads):
 
 
 @njit(nogil=True, cache=CACHE)
+def _shift_span(X, shift, out, sq, start, stop):
+    for i in range(start, stop):
+        acc = sq.dtype.type(0)
+        for c in range(X.shape[1]):
+            v = X[i, c] - shift[c]
+            out[i, c] = v
+            acc += v * v
+        sq[i] = acc
+
+
+@njit(parallel=True, nogil=True, cache=CACHE)
+def shifted(X, shift, n_threads):
+    """``X - shift`` (a new array: its pages are first written by the threads, in
+    parallel) and the squared norms of its rows, in one pass."""
+    n = X.shape[0]
+    out = np.empty_like(X)
+    sq = np.empty(n, dtype=X.dtype)
+    if n_threads == 1:
+        _shift_span(X, shift, out, sq, 0, n)
+    else:
+        for t in prange(n_threads):
+            start, stop = _split(n, t, n_threads)
+            _shift_span(X, shift, out, sq, start, stop)
+    return out, sq
+
+
+@njit(nogil=True, cache=CACHE)
 def dense_span(X, x_sq, weight, CT, half_sq, labels, dist, acc, size, start, stop,
                accumulate):
     """The rows ``start:stop`` of a dense pass, by chunks of ``CHUNK`` rows. The weights
