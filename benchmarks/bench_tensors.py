@@ -15,6 +15,7 @@ import json
 
 import numpy as np  # noqa: F401  (loads the BLAS that threadpoolctl reports)
 from _common import blas_kernels, run_child
+from _common import machine as machine_info
 
 CHILD = r"""
 import json, resource, sys, time
@@ -63,7 +64,7 @@ def main():
     for _ in range(args.repeats):
         for case in cases:
             runs[case].append(run(*case, args.n, args.d, args.k))
-    result = {}
+    result = {"machine": machine_info()}
     for (kind, dtype), rs in runs.items():
         row = {"seconds": min(r["seconds"] for r in rs), "peak_mb": max(r["peak_mb"] for r in rs),
                "with_data_mb": max(r["with_data_mb"] for r in rs),

@@ -120,8 +120,9 @@ default="k-means++"
         point whose bounds prove it keeps its center is not scored, the attention skipping
         the keys it can prove irrelevant. The bounds run on NumPy data on the CPU;
         elsewhere (CSR, tensors on a GPU, ``verbose``) the layers are Lloyd's.
-        ``"auto"``: from 10,000 rows (from 131,072 only below 2,048 center coordinates,
-        ``n_clusters * n_features``, where the compiled loop runs), the bounds where they
+        ``"auto"``: from 10,000 rows (from 131,072 only in float64 below 2,048 center
+        coordinates, ``n_clusters * n_features``, where the compiled loop runs), the
+        bounds where they
         pay (while many points change cluster, each layer scores all of them), else
         ``"lloyd"``. Bounds
         pay on data with clusters and fits of many layers; on data without, or over a few

@@ -20,14 +20,16 @@ _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
 
-# Dense fits of this many rows on, with this many center coordinates (k x d) on, run the
-# torch layers (two workers, oneDNN's large tiles): fit times over scikit-learn's, 20
-# layers from the same start, float64, torch's against the loop's: 0.66 against 0.93 at
-# 200,000 x 128, k = 256; 0.78 against 0.83 at 200,000 x 32, k = 128; 0.87 against 0.91
-# at 200,000 x 128, k = 32 (k x d = 4,096); but 0.92 against 0.82 at 10^6 x 16, k = 16;
-# 1.00 against 0.75 at 200,000 x 32, k = 32; 0.81 against 0.70 at 500,000 x 16, k = 64
-# (k x d = 1,024). On fewer rows the loop runs whatever k x d: at 100,000 x 32, k = 64 it
-# matched the torch layers even with a scalar arg-max (nearest() made its passes faster).
+# Dense fits of this many rows on run the torch layers (two workers, oneDNN's large tiles)
+# in float32, and in float64 from TORCH_MIN_WIDTH center coordinates (k x d) on: fit times
+# over scikit-learn's, 20 layers from the same start, the torch layers' against the loop's:
+# float32, 0.84 against 0.87 at 2 x 10^6 x 32, k = 16, 0.89 against 0.94 at 10^6 x 16,
+# k = 16; float64, 0.66 against 0.93 at 200,000 x 128, k = 256, 0.78 against 0.83 at
+# 200,000 x 32, k = 128, 0.87 against 0.91 at 200,000 x 128, k = 32 (k x d = 4,096); but
+# 0.95 against 0.90 at 10^6 x 16, k = 16, 1.10 against 0.91 at 2 x 10^6 x 32, k = 16, 1.00
+# against 0.75 at 200,000 x 32, k = 32 (k x d = 1,024). On fewer rows the loop runs
+# whatever k x d: at 100,000 x 32, k = 64 it matched the torch layers even with a scalar
+# arg-max (nearest() made its passes faster).
 TORCH_MIN_ROWS = 1 << 17
 TORCH_MIN_WIDTH = 2048
 # and beyond this size of the loop's shifted copy of X: the torch layers shift chunk by
@@ -71,11 +73,12 @@ def lloyd_available(points, sample_weight=None, *, n_clusters=None, bounds=None)
 
 def _torch_fit(points, n_clusters):
     """Whether a fit of ``n_clusters`` centers (None: unknown) on dense points runs the
-    torch layers: from ``TORCH_MIN_ROWS`` rows, with ``TORCH_MIN_WIDTH`` center
-    coordinates or a copy of ``TORCH_MIN_BYTES``."""
+    torch layers: from ``TORCH_MIN_ROWS`` rows, in float32, with ``TORCH_MIN_WIDTH`` center
+    coordinates or with a copy of ``TORCH_MIN_BYTES``."""
     if points.X is None or points.n < TORCH_MIN_ROWS:
         return False
-    return (n_clusters is None or n_clusters * points.d >= TORCH_MIN_WIDTH
+    return (points.dtype == torch.float32 or n_clusters is None
+            or n_clusters * points.d >= TORCH_MIN_WIDTH
             or points.n * points.d * points.X.element_size() >= TORCH_MIN_BYTES)
 
 
