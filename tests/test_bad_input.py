@@ -39,7 +39,7 @@ def bad_data(draw, estimator):
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     X = rng.normal(size=(n, d))
     if kind == "scaled":  # ordinary data at an extreme scale
-        X = X * draw(st.sampled_from([1.0, 1e-150, 1e15, 1e30, 1e100, 1e152]))
+        X = X * draw(st.sampled_from([1.0, 1e-150, 1e-40, 1e-20, 1e15, 1e30, 1e100, 1e152]))
     elif n and kind == "one bad value":
         X[draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))] = draw(VALUES)
     elif n:
@@ -133,6 +133,42 @@ def test_a_meta_tensor_is_a_clear_error(cls):
         y = np.arange(12) % 2
     with pytest.raises(ValueError, match="meta device"):
         estimator.fit(X) if y is None else estimator.fit(X, y)
+
+
+def _fit_tiny(cls, scale, dtype):
+    estimator = _instance(cls)
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(40, 3)) * scale).astype(dtype)
+    y = None
+    if is_regressor(estimator):
+        y = rng.normal(size=40)
+    elif is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required:
+        y = np.arange(40) % 2
+    return estimator.fit(X) if y is None else estimator.fit(X, y)
+
+
+# the estimators that fit on distances of X's rows (the sequence models embed X first)
+DISTANCES = [cls for cls in ESTIMATORS if not cls.__name__.startswith("Sequence")]
+
+
+@pytest.mark.parametrize("cls", DISTANCES, ids=lambda c: c.__name__)
+def test_data_whose_squares_underflow_is_a_clear_error(cls):
+    # float32 values of 1e-40 are subnormal: every squared distance is 0 or rounding
+    with pytest.raises(ValueError, match="underflow float32.*rescale X"):
+        _fit_tiny(cls, 1e-40, np.float32)
+
+
+@pytest.mark.parametrize("cls", [c for c in DISTANCES if "KMeans" in c.__name__],
+                         ids=lambda c: c.__name__)
+def test_small_data_that_does_not_underflow_fits(cls):
+    # the same values in float64: their squares are normal numbers, and the fit is valid
+    fitted = _fit_tiny(cls, 1e-40, np.float64)
+    assert np.isfinite(fitted.cluster_centers_).all()
+    if not cls.__name__.startswith("Spherical"):  # (whose centers are unit vectors)
+        assert np.abs(fitted.cluster_centers_).max() < 1e-38
+    # and a model fitted at an ordinary scale predicts data that small
+    fitted = _fit_tiny(cls, 1.0, np.float32)
+    assert fitted.predict(np.full((2, 3), 1e-40, dtype=np.float32)).shape == (2,)
 
 
 @pytest.mark.parametrize("shape", [(10, 0, 3), (10, 5, 0)])

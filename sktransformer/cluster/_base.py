@@ -307,7 +307,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         space = output_space(X)
         self._check_sparse(X)
         X = check_data(self, X, reset=True, accept_sparse=self._accepts_sparse)
-        check_squared_scale(X)
+        check_squared_scale(X, fit=True)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
             raise ValueError(

@@ -128,6 +128,10 @@ def check_array(estimator, X, *, reset):
         X = X.compute_chunk_sizes()
     X = X.rechunk({1: -1})
     n_features = X.shape[1]
+    for size, what in ((X.shape[0], "sample"), (n_features, "feature")):
+        if size == 0:  # (scikit-learn's words for numpy data)
+            raise ValueError(f"Found array with 0 {what}(s) (shape={X.shape}) while a "
+                             f"minimum of 1 is required by {type(estimator).__name__}.")
     if reset:
         estimator.n_features_in_ = n_features
         if names is not None and all(isinstance(c, str) for c in names):
@@ -165,7 +169,7 @@ def _check_stats(stats, X, dtype):
         raise ValueError("sample_weight contains NaN, infinity or negative values.")
     if not stats["w_total"] > 0:
         raise ValueError("Sample weights must contain at least one non-zero number.")
-    error = squared_scale_error(stats["max_abs"][0], n, d, dtype)
+    error = squared_scale_error(stats["max_abs"][0], n, d, dtype, underflow=True)
     if error:
         raise ValueError(error)
 

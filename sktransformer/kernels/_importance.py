@@ -20,6 +20,7 @@ from ..utils import (
     check_allocation,
     check_data,
     check_data_and_target,
+    check_squared_scale,
     chunk_rows,
     fit_context,
     follows_input,
@@ -150,6 +151,7 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         """
         space = output_space(X)
         X, y = check_data_and_target(self, X, y)
+        check_squared_scale(X, fit=True)
         self.classes_, y_index = _validate_targets(y)
         np_dtype = numpy_dtype(X)
         X = to_tensor(X, "cpu", dtype=torch.float64)  # a CPU estimator: tensors come here

@@ -26,6 +26,7 @@ from ..utils import (
     as_numpy,
     check_data,
     check_data_and_target,
+    check_squared_scale,
     fit_context,
     follows_input,
     logger,
@@ -260,6 +261,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         else:
             X, y = check_data_and_target(self, X, y)
             self.classes_, y_index = _validate_targets(y)
+        check_squared_scale(X, fit=True)
         device = resolve_device(self.device, data=X)
         if generator is None:
             generator = make_generator(self.random_state, device=device)
@@ -472,6 +474,7 @@ class ParticleKernelClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
         """
         space = output_space(X)
         X, y = check_data_and_target(self, X, y)
+        check_squared_scale(X, fit=True)
         _, y_index = _validate_targets(y)
         Cs = np.asarray(self.Cs, dtype=float).ravel()
         if len(Cs) == 0 or not np.all(np.isfinite(Cs) & (Cs > 0)):

@@ -208,7 +208,7 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         """
         space = output_space(X)
         X, y = check_data_and_target(self, X, y, multi_output=True, y_numeric=True)
-        check_squared_scale(X)
+        check_squared_scale(X, fit=True)
         if not np.isfinite(np.square(np.asarray(y, dtype=np.float64)).sum()):
             raise ValueError("y has values whose squares overflow float64; rescale y.")
         if len(X) < 2:

@@ -1,4 +1,5 @@
-"""Values whose squared distances would overflow: a clear error instead of a silent NaN."""
+"""Values whose squared distances would overflow, or (fitting) underflow: a clear error
+instead of a silent NaN or a meaningless fit."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -8,14 +9,18 @@ from ._arrays import numpy_dtype
 from ._device import share
 
 
-def check_squared_scale(X, *, name="X"):
-    """Raise ``ValueError`` when sums of squared differences of X's rows may overflow.
+def check_squared_scale(X, *, name="X", fit=False):
+    """Raise ``ValueError`` when sums of squared differences of X's rows may overflow, or
+    with ``fit``, when even the largest value's square underflows.
 
     X may be a numpy array, a scipy sparse matrix or a tensor (checked where it lives).
     The circuits sum ``n_samples * n_features`` squared differences of values at most
     ``2 max|X|`` apart (inertia, distances, attention scores) in X's dtype. Where that bound
-    passes the dtype's largest finite number the result would be ``inf`` or ``NaN``: the
-    error names the scale and the fix. X is validated (finite, float).
+    passes the dtype's largest finite number the result would be ``inf`` or ``NaN``; where
+    the largest square is below the dtype's smallest normal number (float32 data of about
+    1e-20 and less), every distance is rounding, and a fit on them (a bandwidth, centers,
+    neighbours) means nothing. The error names the scale and the fix. X is validated
+    (finite, float). Data to predict may be that small: the fit's scale holds for them.
     """
     # the largest magnitude from the extremes: no temporary of X's size
     values = X.data if sp.issparse(X) else X
@@ -32,20 +37,29 @@ def check_squared_scale(X, *, name="X"):
         if values.size == 0:
             return
         largest, dtype = max(-float(values.min()), float(values.max())), X.dtype
-    error = squared_scale_error(largest, X.shape[0], X.shape[-1], dtype, name=name)
+    error = squared_scale_error(largest, X.shape[0], X.shape[-1], dtype, name=name,
+                                underflow=fit)
     if error:
         raise ValueError(error)
 
 
-def squared_scale_error(largest, n_samples, n_features, dtype, *, name="X"):
-    """The message of :func:`check_squared_scale` for data of largest magnitude ``largest``,
-    or ``None`` when its squared distances cannot overflow (for data seen by blocks)."""
+def squared_scale_error(largest, n_samples, n_features, dtype, *, name="X",
+                        underflow=False):
+    """The message of :func:`check_squared_scale` for data of largest magnitude ``largest``
+    (``underflow``: for a fit), or ``None`` when its squared distances can neither overflow
+    nor underflow (for data seen by blocks)."""
     dtype = np.dtype(dtype)
+    fix = "pass float64 or rescale X" if dtype == np.float32 else "rescale X"
+    tiny = float(np.finfo(dtype).tiny)
+    if underflow and 0 < largest and largest * largest < tiny:
+        return (f"{name} has values of magnitude at most {largest:.3g}: their squares "
+                f"underflow {dtype} (smallest normal {tiny:.3g}), so every distance "
+                f"between them is rounding; {fix}, e.g. with "
+                f"sklearn.preprocessing.StandardScaler.")
     limit = float(np.finfo(dtype).max)
     bound = 4.0 * largest * largest * n_samples * max(1, n_features)
     if bound <= limit:  # False for inf and nan too
         return None
-    fix = "pass float64 or rescale X" if dtype == np.float32 else "rescale X"
     return (f"{name} has values up to {largest:.3g}: sums of their squared differences "
             f"overflow {dtype} (largest finite {limit:.3g}); {fix}, e.g. with "
             f"sklearn.preprocessing.StandardScaler.")

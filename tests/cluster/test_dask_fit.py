@@ -219,3 +219,13 @@ def test_unknown_chunk_sizes_are_computed():
     np.testing.assert_allclose(est.fit(dX).cluster_centers_,
                                TransformerKMeans(3, init=X[:3], device="cpu")
                                .fit(X).cluster_centers_, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(40, 0), (0, 3)])
+def test_a_dask_array_without_rows_or_features_is_a_clear_error(shape):
+    X = da.zeros(shape, chunks=(10, -1))
+    with pytest.raises(ValueError) as dask_error:
+        TransformerKMeans(2).fit(X)
+    with pytest.raises(ValueError) as numpy_error:
+        TransformerKMeans(2).fit(np.zeros(shape))
+    assert str(dask_error.value) == str(numpy_error.value)  # (scikit-learn's words)
