@@ -287,3 +287,18 @@ def test_the_shifted_copy_and_its_norms_are_the_point_tokens(dtype, n_threads, m
     # norms made first by the torch layers are the ones kept
     reference.x_sq  # noqa: B018
     assert np.shares_memory(_engine._shifted(reference)[1], reference.x_sq.numpy())
+
+
+def test_the_final_assignment_of_a_run_is_reused_wherever_the_points_are(monkeypatch):
+    monkeypatch.setattr(_engine, "TORCH_MIN_ROWS", 100)  # (the torch layers' size)
+    X = _data(False, np.float64)
+    points = _points(X)
+    start = torch.from_numpy(X[:6]) - points.shift
+    centers, labels, _, _ = _compiled.run_lloyd(points, None, start, max_iter=50, tol=0.0,
+                                                bounds="always")
+    assert not _compiled.lloyd_available(points)
+    reused, dist = _compiled.assign(points, centers)
+    assert reused is labels
+    torch_labels, torch_dist = _lloyd.assign(points, centers.clone())  # (not reused)
+    assert torch.equal(torch_labels, labels)
+    torch.testing.assert_close(torch_dist, dist, rtol=1e-9, atol=1e-9)

@@ -129,14 +129,15 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None):
 
 
 def assign(points, centers):
-    """The compiled assignment, ``(labels, squared distances)`` as tensors, or None where
-    it cannot run, or where its shifted copy of dense points would be large (a fit's
-    points have it already; the torch pass shifts chunk by chunk)."""
-    if not lloyd_available(points):
-        return None
+    """The compiled assignment, ``(labels, squared distances)`` as tensors (to the final
+    centers of the last compiled run on these points: that run's own, wherever the points
+    are), or None where it cannot run, or where its shifted copy of dense points would be
+    large (a fit's points have it already; the torch pass shifts chunk by chunk)."""
     final = points.__dict__.get("_compiled_final")
     if final is not None and final[0] is centers:
         return final[1:]
+    if not lloyd_available(points):
+        return None
     if (points.X is not None and "_compiled_rows" not in points.__dict__
             and points.n * points.d > _COPY_MAX):
         return None
