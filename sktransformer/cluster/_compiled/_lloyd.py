@@ -132,6 +132,7 @@ def _split(n, t, n_threads):
 
 @njit(nogil=True, cache=CACHE)
 def _shift_span(X, shift, out, sq, start, stop):
+    """The rows ``start:stop`` of :func:`shifted`."""
     for i in range(start, stop):
         acc = sq.dtype.type(0)
         for c in range(X.shape[1]):
