@@ -19,9 +19,11 @@ import hashlib
 import io
 import math
 import os
+import warnings
 from numbers import Integral, Real
 
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from ..attention import get_score
 from ..utils import logger
@@ -333,12 +335,19 @@ def resolve_weights(weights):
     return LearnedKMeansLayer.load(SHIPPED if weights == "learned" else weights)
 
 
+# a learned fit whose inertia passes its initial centers' this many times is reported: a
+# layer that suits the data lowers it (Lloyd's layers never raise it)
+DEGENERATE = 2.0
+
+
 def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None):
     """Apply a learned layer up to ``max_iter`` times to the estimator's points.
 
     The layer was trained on tasks min-max scaled to ``[0, 1]^d``, so the points are scaled
     the same way (per feature) and the centers mapped back. Stops when the total squared
     center shift (in the data's units) is ``<= tol``; the labels are the closest centers.
+    A ``ConvergenceWarning`` says when the inertia ends above ``DEGENERATE`` times that of
+    the initial centers.
 
     Returns
     -------
@@ -347,6 +356,7 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
     from . import _lloyd
 
     X, shift = points.X, points.shift
+    start = float(_lloyd.assign(points, centers, runner=runner or _lloyd._SERIAL)[1].sum())
     low = X.amin(0)
     span = X.amax(0) - low
     span = torch.where(span > 0, span, torch.ones_like(span))
@@ -371,4 +381,12 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
             break
     centers = cs[0].to(X.dtype) * span + low - shift
     labels, min_dist = _lloyd.assign(points, centers, runner=runner or _lloyd._SERIAL)
-    return centers, labels, float(min_dist.sum()), i + 1
+    inertia = float(min_dist.sum())
+    if inertia > DEGENERATE * start:
+        warnings.warn(
+            f"The learned layer made the clustering worse: inertia {inertia:.3g} against "
+            f"{start:.3g} at its initial centers. Its weights do not suit this data (an "
+            f"untrained layer, or one trained for another distribution); retrain it with "
+            f"LayerTrainer, or use weights=None for Lloyd's layers.", ConvergenceWarning,
+            stacklevel=2)
+    return centers, labels, inertia, i + 1

@@ -2,11 +2,13 @@
 
 import os
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
 from sktransformer import TransformerKMeans
 from sktransformer.cluster import LayerTrainer, LearnedKMeansLayer
@@ -458,3 +460,16 @@ def test_get_circuit_returns_the_learned_layer():
     km = TransformerKMeans(10, weights="learned", max_iter=2, random_state=0,
                            device="cpu").fit(X[0])
     assert isinstance(km.get_circuit(), LearnedKMeansLayer)
+
+
+def test_a_layer_that_makes_the_clustering_worse_is_reported():
+    X, _ = make_gmm_tasks(1, n_samples=200, n_features=4, n_clusters=3, random_state=0)
+    untrained = LearnedKMeansLayer(4, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.warns(ConvergenceWarning, match="learned layer made the clustering worse"):
+        TransformerKMeans(3, weights=untrained, device="cpu", random_state=0,
+                          max_iter=5).fit(X[0])
+    # the exact circuit as a layer: Lloyd's, which never raises the inertia
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        TransformerKMeans(3, weights=LearnedKMeansLayer.from_circuit(4, 3), device="cpu",
+                          random_state=0).fit(X[0])
