@@ -120,30 +120,30 @@ def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
     check()
 
 
+def _target(estimator, n):
+    """An ordinary ``y`` of ``n`` samples for the estimators that take one, else None."""
+    if is_regressor(estimator):
+        return np.arange(float(n))
+    if is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required:
+        return np.arange(n) % 2
+    return None
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_a_meta_tensor_is_a_clear_error(cls):
     import torch
 
     estimator = _instance(cls)
     X = torch.empty(12, 3, device="meta")
-    y = None
-    if is_regressor(estimator):
-        y = np.arange(12.0)
-    elif is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required:
-        y = np.arange(12) % 2
+    y = _target(estimator, 12)
     with pytest.raises(ValueError, match="meta device"):
         estimator.fit(X) if y is None else estimator.fit(X, y)
 
 
 def _fit_tiny(cls, scale, dtype):
     estimator = _instance(cls)
-    rng = np.random.default_rng(0)
-    X = (rng.normal(size=(40, 3)) * scale).astype(dtype)
-    y = None
-    if is_regressor(estimator):
-        y = rng.normal(size=40)
-    elif is_classifier(estimator) or estimator.__sklearn_tags__().target_tags.required:
-        y = np.arange(40) % 2
+    X = (np.random.default_rng(0).normal(size=(40, 3)) * scale).astype(dtype)
+    y = _target(estimator, 40)
     return estimator.fit(X) if y is None else estimator.fit(X, y)
 
 

@@ -89,7 +89,7 @@ def nearest(scores, count, half_sq, buffers, second):
         runner[:count] = -np.inf
     for j in range(1, k):
         h, row = half_sq[j], ST[j]
-        if second:
+        if second:  # (two loops, so that neither inner loop holds a test)
             for i in range(count):
                 s = row[i] - h
                 better = s > best[i]
