@@ -10,6 +10,8 @@ returns the same value with its gradient in closed form, a few matrix products p
 instead of an autograd graph: what the dynamics run on.
 """
 
+import math
+
 import torch
 
 from ..attention import features, features_pullback
@@ -77,15 +79,18 @@ def alignment_grad(Phi, Y, kind="centered"):
         Y = Y - Y.mean(0)
     M = Phi.T @ Y
     value = M.square().sum() / n**2
-    grad = (2.0 / n**2) * (Y @ M.T)
-    if kind == "normalized":
-        G = Phi.T @ Phi
-        g_norm = G.norm()
-        y_norm = (Y.T @ Y).norm() / n
-        denominator = (g_norm / n * y_norm).clamp(min=torch.finfo(Phi.dtype).tiny)
-        value = value / denominator
-        grad = (grad - value * y_norm * (2.0 / n) * (Phi @ G) /
-                g_norm.clamp(min=torch.finfo(Phi.dtype).tiny)) / denominator
+    if kind != "normalized":
+        return value, (Y @ M.T).mul_(2.0 / n**2)
+    # one product-and-sum for the gradient, its two terms' factors as numbers
+    G = Phi.T @ Phi
+    tiny = torch.finfo(Phi.dtype).tiny
+    g_norm = max(float(G.norm()), tiny)
+    y_norm = float((Y.T @ Y).norm()) / n
+    denominator = max(g_norm / n * y_norm, tiny)
+    value = value / denominator
+    along = float(value) * y_norm * (2.0 / n) / g_norm
+    grad = torch.addmm(Phi @ G, Y, M.T, beta=-along / denominator,
+                       alpha=2.0 / n**2 / denominator)
     return value, grad
 
 
@@ -96,16 +101,17 @@ def riesz_grad(W, s=1.0, eps=1e-3):
     function of the softened squared distance ``d_jk``."""
     N = W.shape[0]
     W64 = W.double()
-    norms = W64.square().sum(1)
-    sq = (norms.unsqueeze(1) + norms.unsqueeze(0) - 2 * W64 @ W64.T).clamp(min=0) + eps**2
-    eye = torch.eye(N, dtype=torch.bool, device=W.device)
+    gram = W64 @ W64.T
+    norms = gram.diagonal()
+    sq = (norms.unsqueeze(1) + norms.unsqueeze(0)).sub_(gram, alpha=2).clamp_(min=0)
+    sq.add_(eps**2).fill_diagonal_(math.inf)  # no pair with itself: its terms vanish
     if s == 0:
-        pair, slope = -0.5 * torch.log(sq), -0.5 / sq
+        slope = sq.reciprocal().mul_(-0.5)
+        pair = torch.log(sq).mul_(-0.5).fill_diagonal_(0.0)
     else:
         pair = sq.pow(-s / 2)
-        slope = (-s / 2) * pair / sq
-    pair, slope = pair.masked_fill(eye, 0.0), slope.masked_fill(eye, 0.0)
-    grad = (2.0 / N**2) * (slope.sum(1, keepdim=True) * W64 - slope @ W64)
+        slope = (pair / sq).mul_(-s / 2)
+    grad = (slope.sum(1, keepdim=True) * W64).sub_(slope @ W64).mul_(2.0 / N**2)
     return pair.sum() / (2 * N**2), grad.to(W.dtype)
 
 

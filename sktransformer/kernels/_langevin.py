@@ -19,13 +19,18 @@ def project_to_ball(W, radius):
 
 
 def pairwise_distances(W):
-    """Minimum and mean distance between distinct particles."""
-    N = W.shape[0]
+    """Minimum and mean distance between distinct particles: ``W (N, d)`` gives two floats,
+    a stack ``W (S, N, d)`` two lists (from the Gram matrices)."""
+    N = W.shape[-2]
     if N < 2:
-        return math.inf, math.inf
-    d = torch.cdist(W, W).masked_fill(torch.eye(N, dtype=torch.bool, device=W.device),
-                                      math.inf)
-    return float(d.min()), float(d.masked_fill(d == math.inf, 0).sum() / (N * (N - 1)))
+        return (math.inf, math.inf) if W.dim() == 2 else ([math.inf] * len(W),) * 2
+    gram = W @ W.transpose(-1, -2)
+    norms = gram.diagonal(dim1=-2, dim2=-1)
+    d = (norms.unsqueeze(-1) + norms.unsqueeze(-2)).sub_(gram, alpha=2).clamp_(min=0).sqrt_()
+    mean = (d.sum((-2, -1)) - d.diagonal(dim1=-2, dim2=-1).sum(-1)) / (N * (N - 1))
+    d.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
+    low = d.amin((-2, -1))
+    return (float(low), float(mean)) if W.dim() == 2 else (low.tolist(), mean.tolist())
 
 
 def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radius=None,
@@ -40,18 +45,30 @@ def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radiu
     gradient of the particle's own potential), so ``step_size`` does not depend on ``N``.
     ``beta = inf`` is projected gradient descent. ``validate(W, step)``, when given, is
     called before the first step, every ``validate_every`` steps and after the last (it may
-    change what ``potential`` computes, e.g. a global scale of the particles).
+    change what ``potential`` computes, e.g. a global scale of the particles); a true
+    return ends the run there (early stopping).
 
     Returns
     -------
     W : Tensor (N, d)
     history : dict of lists, per step: ``alignment, repulsion, hamiltonian,
-        min_distance, mean_distance`` (before the step's move), and a last entry after it.
+        min_distance, mean_distance`` (before the step's move), and a last entry after the
+        last step run.
     """
-    N = W.shape[0]
-    history = {name: [] for name in
-               ("alignment", "repulsion", "hamiltonian", "min_distance", "mean_distance")}
+    N, d = W.shape
     noise = 0.0 if math.isinf(beta) else math.sqrt(2 * step_size / beta)
+    # the record is kept as tensors and read once per block of steps: a read per step (a
+    # host sync on a GPU) and the distances' few ops per step cost more than the step's
+    # own small products on few particles
+    block = max(1, (1 << 22) // max(N * N, N * d))
+    energies, distances, pending = [], ([], []), []
+
+    def flush():
+        low, mean = pairwise_distances(torch.stack(pending))
+        distances[0].extend(low)
+        distances[1].extend(mean)
+        pending.clear()
+
     W = W.detach()
     for step in range(n_iter + 1):
         rows = None
@@ -59,14 +76,15 @@ def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radiu
             rows = torch.randperm(n_samples, generator=generator,
                                   device=generator.device)[:batch_size].to(W.device)
         if validate is not None and (step % validate_every == 0 or step == n_iter):
-            validate(W, step)
+            if validate(W, step):
+                n_iter = step  # told to stop: this step is the last
         h, a, e, grad = potential(W, rows)
-        history["hamiltonian"].append(float(h))
-        history["alignment"].append(float(a))
-        history["repulsion"].append(float(e))
-        low, mean = pairwise_distances(W)
-        history["min_distance"].append(low)
-        history["mean_distance"].append(mean)
+        energies.append(torch.stack([h, a, e.to(h.dtype)]))
+        pending.append(W)
+        if len(pending) == block:
+            flush()
+        if verbose > 1:
+            logger.info(f"step {step}: H {float(h):.6g}, alignment {float(a):.6g}")
         if step == n_iter:
             break
         W = W - step_size * N * grad
@@ -77,10 +95,11 @@ def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radiu
         W = project_to_ball(W, radius)
         if progress is not None:
             progress.update(1)
-        if verbose > 1:
-            logger.info(f"step {step}: H {history['hamiltonian'][-1]:.6g}, "
-                        f"alignment {history['alignment'][-1]:.6g}")
-    return W, history
+    if pending:
+        flush()
+    h, a, e = torch.stack(energies).to(torch.float64).T.tolist()
+    return W, {"alignment": a, "repulsion": e, "hamiltonian": h,
+               "min_distance": distances[0], "mean_distance": distances[1]}
 
 
 def train_particles(kernel, X, Y, U, b=None, *, scale=1.0, alignment="normalized",

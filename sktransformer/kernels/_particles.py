@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..attention import FEATURE_MAPS, favor_offset, features, initial_particles, n_particles
 from ..utils import (
+    SMALL_OP,
     ArrayAPISupport,
     HasMethods,
     Interval,
@@ -36,13 +37,14 @@ from ..utils import (
     output_space,
     progress,
     resolve_device,
+    single_threaded,
     to_numpy,
     to_tensor,
     torch_dtype,
 )
 from ._hamiltonian import ALIGNMENTS, target_codes
 from ._langevin import train_particles
-from ._selection import choose_C, ridge_validation_error, validation_split
+from ._selection import choose_C, refit_from, ridge_validation_error, validation_split
 
 _PARTICLE_PARAMS = {
     "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -54,6 +56,7 @@ _PARTICLE_PARAMS = {
     "s": [Interval(Real, 0, None, closed="left")],
     "eps": [Interval(Real, 0, None, closed="neither")],
     "n_iter": [Interval(Integral, 0, None, closed="left")],
+    "n_iter_no_change": [None, Interval(Integral, 1, None, closed="left")],
     "step_size": [Interval(Real, 0, None, closed="neither")],
     "beta": [Interval(Real, 0, None, closed="right")],
     "radius": [StrOptions({"auto"}), None, Interval(Real, 0, None, closed="neither")],
@@ -78,8 +81,9 @@ _PARAMS_DOC = """
         in scikit-learn's SVC. The positive maps start from orthogonal Gaussian rows.
     learn_bandwidth : bool, default=True
         Learn a global scale of the particles (the kernel's bandwidth) on held-out rows: a
-        search over ``2^-5 .. 2^5`` times the start before the dynamics, then a move by a
-        factor of 2 up, down or none at every validation. ``False`` keeps ``gamma``.
+        search over ``2^-5 .. 2^5`` times the start before the dynamics (every other power
+        of two, then the best one's two neighbours), then a move by a factor of 2 up, down
+        or none at every validation. ``False`` keeps ``gamma``.
     alignment : {"uncentered", "centered", "normalized"}, default="normalized"
         The kernel-target alignment climbed (normalized = centered and scale-free).
     repulsion : float, default=0.1
@@ -90,6 +94,11 @@ _PARAMS_DOC = """
         Softening of the repulsion at zero distance.
     n_iter : int, default=50
         Langevin steps (0 keeps the initial random particles, at the learned bandwidth).
+    n_iter_no_change : int or None, default=None
+        Early stopping: the dynamics stop at a validation (every 10 steps) that finds the
+        validation error not improved for this many steps; the best particles are kept
+        either way. ``None`` runs all ``n_iter`` steps. ``10`` fits about a fifth faster
+        on small sets, with slightly worse log loss where the best particles come late.
     step_size : float, default=2.0
         ``eta``, in units of the initial particles' spread: the particles move as
         ``u = w / (sqrt(2 gamma) scale)`` with drift ``eta N dH/du_k`` (mean-field scaling,
@@ -180,7 +189,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         The Langevin step whose particles were kept (0: the initial ones).
     history_ : dict of lists
         Per Langevin step: ``alignment``, ``repulsion``, ``hamiltonian``, ``min_distance``
-        and ``mean_distance`` between particles (the last entry after the last step); per
+        and ``mean_distance`` between particles (the last entry after the last step run); per
         validation: ``validation_step``, ``validation_error``, ``scale``.
     classes_ : ndarray of shape (n_classes,)
         Only when fitted with labels.
@@ -209,8 +218,9 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
     def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
                  alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
-                 step_size=2.0, beta=math.inf, radius="auto", batch_size=1024,
-                 validation_fraction=0.2, device="auto", random_state=None, verbose=0):
+                 n_iter_no_change=None, step_size=2.0, beta=math.inf, radius="auto",
+                 batch_size=1024, validation_fraction=0.2, device="auto", random_state=None,
+                 verbose=0):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -220,6 +230,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         self.s = s
         self.eps = eps
         self.n_iter = n_iter
+        self.n_iter_no_change = n_iter_no_change
         self.step_size = step_size
         self.beta = beta
         self.radius = radius
@@ -276,10 +287,18 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             if split is None:
                 split = validation_split(y_index, self.validation_fraction,
                                          _cpu_generator(generator))
-            Y = target_codes(torch.as_tensor(y_index, device=device), len(self.classes_),
-                             dtype=dtype)
-            U = self._learn(Xt, Y, U, b, base, split, generator)
+            N, d = U.shape
+            small = device.type == "cpu" and len(split[0]) * N * max(N, d) < SMALL_OP
+            # closed-form gradients: no autograd record
+            with torch.inference_mode(), single_threaded(small):
+                work, shift, unit = _working_space(Xt, self.kernel, split[0])
+                Y = target_codes(torch.as_tensor(y_index, device=device),
+                                 len(self.classes_), dtype=work.dtype)
+                U = self._learn(work, Y, U.to(work.dtype), b.to(work.dtype), base * unit,
+                                split, generator).to(dtype)
         W = U * (base * self.scale_)
+        if y is not None and shift is not None:  # the phases the centering moved
+            b = torch.remainder(b - W @ shift, 2 * math.pi)
         self.particles_ = to_numpy(W).astype(np_dtype, copy=False)
         self.offsets_ = to_numpy(b).astype(np_dtype, copy=False)
         self.offset_ = float(favor_offset(Xt, W)) if self.kernel == "favor+" else 0.0
@@ -299,16 +318,20 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         train, val = (torch.as_tensor(rows, device=X.device) for rows in split)
         X_train, Y_train, X_val, Y_val = X[train], Y[train], X[val], Y[val]
 
-        def score(U, scale):
-            scale = base * scale
-            return ridge_validation_error(
-                self._phi(X_train, U, b, scale, X_train), Y_train,
-                self._phi(X_val, U, b, scale, X_train), Y_val)
+        def scores(U, scales):
+            '''The validation errors of the particles at each of ``scales``.'''
+            phi = [(self._phi(X_train, U, b, base * c, X_train),
+                    self._phi(X_val, U, b, base * c, X_train)) for c in scales]
+            return ridge_validation_error(torch.stack([train for train, _ in phi]), Y_train,
+                                          torch.stack([val for _, val in phi]), Y_val)
 
         scale = 1.0
-        if self.learn_bandwidth:
-            errors = [score(U, m) for m in _SEARCH]
-            scale = _SEARCH[int(np.argmin(errors))]
+        if self.learn_bandwidth:  # every other multiplier, then the best one's neighbours
+            coarse = scores(U, _SEARCH[1::2])
+            best = 1 + 2 * int(np.argmin(coarse))
+            below, above = scores(U, (_SEARCH[best - 1], _SEARCH[best + 1]))
+            errors = (below, min(coarse), above)
+            scale = _SEARCH[best - 1 + int(np.argmin(errors))]
         record = {"validation_step": [], "validation_error": [], "scale": []}
         best = {"error": math.inf, "U": U, "scale": scale, "step": 0}
 
@@ -316,7 +339,7 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             nonlocal scale
             candidates = ((scale / 2, scale, scale * 2) if self.learn_bandwidth and step > 0
                           else (scale,))
-            errors = [score(U, c) for c in candidates]
+            errors = scores(U, candidates)
             j = int(np.argmin(errors))
             scale = candidates[j]
             record["validation_step"].append(step)
@@ -324,6 +347,8 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             record["scale"].append(scale)
             if errors[j] < best["error"]:
                 best.update(error=errors[j], U=U.clone(), scale=scale, step=step)
+            patience = self.n_iter_no_change
+            return patience is not None and step - best["step"] >= patience
 
         radius = self.radius
         if radius == "auto":
@@ -363,6 +388,27 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             return features(self.kernel, to_tensor(X, device, dtype=dtype),
                             to_tensor(self.particles_, device, dtype=dtype),
                             to_tensor(self.offsets_, device, dtype=dtype), offset=self.offset_)
+
+
+def _working_space(X, kernel, rows):
+    """``(X', shift, unit)``: the data the dynamics run on, ``X' = (X - shift) / unit``,
+    ``shift`` and ``unit`` from the training ``rows`` (the dynamics never see the others).
+
+    ``"rff"``'s features ``cos(w . x + b)`` are the same kernel for centered data with the
+    phases moved by ``w . shift`` and for data scaled by ``unit`` with particles scaled by
+    ``unit``: so the dynamics run on centered rows, scaled by a power of two near their
+    spread (exact), in float32 -- about twice as fast as float64, with the cosines'
+    arguments of order one whatever the data's offset or scale. The other maps depend on
+    the data's own scale and keep ``X`` (``shift`` None, ``unit`` 1).
+    """
+    if kernel != "rff":
+        return X, None, 1.0
+    X64 = X.to(torch.float64)
+    train = X64[torch.as_tensor(rows, device=X.device)]
+    shift = train.mean(0)
+    spread = float((train - shift).square().mean().sqrt())
+    unit = 2.0 ** round(math.log2(spread)) if spread > 0 else 1.0
+    return ((X64 - shift) / unit).to(torch.float32), shift.to(X.dtype), unit
 
 
 def _cpu_generator(generator):
@@ -435,8 +481,9 @@ class ParticleKernelClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_components=64, *, kernel="rff", gamma="scale", learn_bandwidth=True,
                  alignment="normalized", repulsion=0.1, s=1.0, eps=1e-3, n_iter=50,
-                 step_size=2.0, beta=math.inf, radius="auto", batch_size=1024,
-                 validation_fraction=0.2, Cs=(0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
+                 n_iter_no_change=None, step_size=2.0, beta=math.inf, radius="auto",
+                 batch_size=1024, validation_fraction=0.2,
+                 Cs=(0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
                  estimator=None, device="auto", random_state=None, verbose=0):
         self.n_components = n_components
         self.kernel = kernel
@@ -447,6 +494,7 @@ class ParticleKernelClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
         self.s = s
         self.eps = eps
         self.n_iter = n_iter
+        self.n_iter_no_change = n_iter_no_change
         self.step_size = step_size
         self.beta = beta
         self.radius = radius
@@ -486,15 +534,14 @@ class ParticleKernelClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
         self.sampler_ = ParticleKernelSampler(**params)._fit(X, y, split, generator)
         Z = as_numpy(self.sampler_.transform(X))  # Phase B is a scikit-learn model
         self.C_ = None
-        if self.estimator is None:
-            if len(Cs) > 1:
-                self.C_, _ = choose_C(_logistic(1.0), Z, y, *split, tuple(Cs))
-            else:
-                self.C_ = float(Cs[0])
-            estimator = _logistic(self.C_)
+        if self.estimator is None and len(Cs) > 1:
+            self.C_, _, start = choose_C(_logistic(1.0), Z, y, *split, tuple(Cs))
+            self.estimator_ = refit_from(_logistic(self.C_), Z, y, start)
+        elif self.estimator is None:
+            self.C_ = float(Cs[0])
+            self.estimator_ = _logistic(self.C_).fit(Z, y)
         else:
-            estimator = clone(self.estimator)
-        self.estimator_ = estimator.fit(Z, y)
+            self.estimator_ = clone(self.estimator).fit(Z, y)
         self.classes_ = self.estimator_.classes_
         self.history_ = self.sampler_.history_
         self._publish(space)

@@ -26,7 +26,7 @@ from ._memory import check_allocation
 from ._numba import DTYPES as COMPILED_DTYPES
 from ._numba import CompiledLoops
 from ._numba import plain as plain_tensors
-from ._parallel import ChunkRunner, thread_budget
+from ._parallel import SMALL_OP, ChunkRunner, single_threaded, thread_budget
 from ._random import make_generator
 from ._scale import check_squared_scale, squared_scale_error
 from ._sklearn import HasMethods, Interval, StrOptions, fit_context
@@ -65,6 +65,8 @@ __all__ = [
     "reject_meta",
     "resolve_device",
     "sample_stride",
+    "single_threaded",
+    "SMALL_OP",
     "spread",
     "squared_scale_error",
     "StrOptions",

@@ -7,6 +7,7 @@ single-threaded (torch releases the GIL inside ops), so the only synchronization
 sum of the workers' partial results.
 """
 
+import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -169,3 +170,27 @@ def thread_budget():
         return 1
     saved = getattr(_local, "saved_threads", None)
     return saved if saved else torch.get_num_threads()
+
+
+# Below this many multiply-adds an op, torch's second intra-op thread costs more than it
+# gives (particle-kernel fits on 2 cores, interleaved with scikit-learn's fits, whose BLAS
+# threads then wait for the same cores: one thread took 0.63-0.91 of the time from 150 to
+# 1,800 rows at 64 features; at 5,000 rows, 1.06)
+SMALL_OP = 1 << 24
+
+
+@contextlib.contextmanager
+def single_threaded(small=True):
+    """Torch's intra-op threads set to one inside the block when ``small`` (restored on
+    exit). Each parallel op of a small problem is mostly its barrier, and between ops the
+    waiting threads spin on cores that other thread pools (BLAS) want. Process-wide, as
+    :class:`ChunkRunner`'s setting; nothing changes inside a runner's worker."""
+    saved = torch.get_num_threads()
+    if not small or saved == 1 or getattr(_local, "worker", False):
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)

@@ -211,6 +211,31 @@ def test_fit_leaves_torch_threads_as_it_found_them():
     assert torch.get_num_threads() == before
 
 
+def test_single_threaded_sets_one_thread_inside_and_restores_it():
+    from sktransformer.utils import single_threaded
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with single_threaded():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with single_threaded(small=False):
+            assert torch.get_num_threads() == 2
+        with pytest.raises(RuntimeError), single_threaded():
+            raise RuntimeError
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_particle_kernel_fit_leaves_torch_threads_as_it_found_them():
+    from sktransformer.kernels import ParticleKernelClassifier
+    X, y = np.random.default_rng(0).normal(size=(200, 4)), np.arange(200) % 2
+    before = torch.get_num_threads()
+    ParticleKernelClassifier(8, n_iter=5, device="cpu", random_state=0).fit(X, y)
+    assert torch.get_num_threads() == before
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16])
 def test_greater_and_flatnonzero_are_torch_ops(dtype):
     # numpy's on the CPU (float16: torch's own), the same results, strided views included
