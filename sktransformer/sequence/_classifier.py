@@ -46,6 +46,24 @@ from ..utils import (
 )
 from ._encoder import SequenceEncoder, build, masked_mean
 
+_STARTED = 0.01  # nats below the class frequencies' loss: the model has started learning
+
+
+def _prior_loss(train, val, n_classes):
+    """The validation cross-entropy of predicting the training rows' class frequencies."""
+    prior = torch.bincount(train, minlength=n_classes).double() / len(train)
+    return float(-torch.log(prior.clamp(min=1e-12))[val].mean())
+
+
+def _decay_groups(model, weight_decay):
+    """The trained parameters as AdamW's groups: the weight matrices (linear maps, token
+    embeddings) decayed, biases and LayerNorms not (decayed, the LayerNorms' gains shrink
+    to zero and take the signal with them: at ``weight_decay=1`` the order task stayed at
+    chance)."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in trained if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in trained if p.dim() < 2], "weight_decay": 0.0}]
+
 
 class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimator):
     """Sequence classification by a small transformer: learned-kernel linear attention, kNN
@@ -54,8 +72,8 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     Formerly ``ParticleAttentionClassifier``; that name still works (with a
     ``FutureWarning``) and will be removed in 0.3.
 
-    The model embeds each position (tokens, or float features), adds a learned position
-    embedding, runs ``n_layers`` pre-norm blocks of multi-head attention and a feed-forward
+    The model embeds each position (tokens, or float features), adds a fixed sinusoidal
+    position encoding, runs ``n_layers`` pre-norm blocks of multi-head attention and a feed-forward
     layer, mean-pools the real positions and classifies. By default its attention is linear
     (:class:`~sktransformer.sequence.KernelAttention`): the kernel ``phi(q) . phi(k)`` of a
     positive feature map over particles, linear in sequence length.
@@ -107,13 +125,16 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     batch_size : int, default=32
     learning_rate : float, default=3e-3
     weight_decay : float, default=1.0
-        Decoupled weight decay (AdamW) of every weight but the particles (0 is Adam). On
+        Decoupled weight decay (AdamW) of the weight matrices (not of biases, LayerNorms
+        or the particles; 0 is Adam). On
         the Rotten Tomatoes reviews it is what keeps the model from fitting the training
         reviews within 3 epochs (``benchmarks/bench_sequence.py --study text``).
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training set (stratified) and stop when its
         loss has not improved by ``tol`` for ``n_iter_no_change`` epochs; the best epoch's
-        weights are kept.
+        weights are kept. The epochs are counted from the first whose validation loss is
+        below that of predicting the class frequencies: a model still at chance trains on
+        (up to ``max_epochs``).
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=8
     tol : float, default=1e-4
@@ -362,9 +383,11 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
         train, val = self._split(labels, generator)
         self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "phase_a": []}
         learned = self.attention == "kernel" and self.features == "learned"
-        optimizer = torch.optim.AdamW(self.model_.parameters(), lr=self.learning_rate,
-                                      weight_decay=self.weight_decay)
+        optimizer = torch.optim.AdamW(_decay_groups(self.model_, self.weight_decay),
+                                      lr=self.learning_rate)
         best, best_loss, since = None, math.inf, 0
+        chance = _prior_loss(labels[train], labels[val], len(self.classes_))
+        started = False
         bar = progress(self.max_epochs, self.verbose, "epochs")
         for epoch in range(self.max_epochs):
             if learned and epoch == min(self.warmup_epochs, self.max_epochs - 1):
@@ -380,9 +403,13 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
                             f", validation loss {val_loss:.4f}, accuracy {val_acc:.3f}")
             if not self.early_stopping:
                 continue
+            # patience runs once the model beats the class frequencies: a model still on
+            # the plateau of chance (the order task at length 128: up to about 20 epochs)
+            # is not stopped there
+            started = started or val_loss < chance - _STARTED
             if val_loss < best_loss - self.tol:
                 best, best_loss, since = copy.deepcopy(self.model_.state_dict()), val_loss, 0
-            else:
+            elif started:
                 since += 1
                 if since >= self.n_iter_no_change and epoch >= self.warmup_epochs:
                     break

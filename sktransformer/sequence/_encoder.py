@@ -30,12 +30,34 @@ class Block(nn.Module):
         return x + self.ffn(self.norm2(x))
 
 
+def sinusoidal_positions(max_len, d_model):
+    """Fixed position encodings ``(max_len, d_model)``: the sines and cosines of Vaswani et
+    al. (2017) at geometric frequencies from 1 to 1/10,000, scaled to unit norm per
+    position.
+
+    Unit norm, not Vaswani's ``sqrt(d_model / 2)``: at full size they outweigh the
+    weight-decayed token embeddings (Rotten Tomatoes reviews, one split: 0.762 at full
+    size, 0.771 at unit norm, 0.777 with learned positions; three splits: 0.758 at unit
+    norm, 0.757 for the learned positions), and at a tenth of unit norm the order task did
+    not always start learning. Fixed, they let a model of 2,000 sequences tell which of
+    two tokens comes first at length 128 (learned ones stayed at chance).
+    """
+    position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
+                          * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)[:, :d_model // 2]
+    return table / table.norm(dim=1, keepdim=True)
+
+
 class SequenceEncoder(nn.Module):
     """Sequences to class logits.
 
     ``n_tokens``: integer tokens through an embedding (one extra row for ids unseen in
     training); otherwise ``n_inputs`` float features per position through a linear map.
-    Learned position embeddings up to ``max_len``.
+    Position encodings up to ``max_len``: :func:`sinusoidal_positions`, held fixed
+    (``position.weight`` does not train; a model saved with learned ones loads them).
     """
 
     def __init__(self, *, n_classes, max_len, n_tokens=None, n_inputs=None, d_model=32,
@@ -45,6 +67,7 @@ class SequenceEncoder(nn.Module):
         self.embed = (nn.Embedding(n_tokens + 1, d_model) if n_tokens is not None
                       else nn.Linear(n_inputs, d_model))
         self.position = nn.Embedding(max_len, d_model)
+        self.position.weight.requires_grad_(False)
         self.blocks = nn.ModuleList(
             Block(d_model, n_heads, n_components, kernel=kernel, attention=attention,
                   causal=causal, tie_qk=tie_qk, n_neighbors=n_neighbors, gradient=gradient)
@@ -70,8 +93,9 @@ class SequenceEncoder(nn.Module):
 def build(generator, device, **kwargs):
     """A :class:`SequenceEncoder` whose weights are drawn from ``generator`` alone: built on
     the meta device (no draw from torch's global generator), then initialized as torch
-    would (uniform ``+-1/sqrt(fan_in)`` linear weights and biases, normal embeddings, unit
-    LayerNorms) and with fresh particles, from the local generator."""
+    would (uniform ``+-1/sqrt(fan_in)`` linear weights and biases, normal token embeddings,
+    unit LayerNorms) and with fresh particles, from the local generator; the position
+    encodings are the fixed sinusoids."""
     with torch.device("meta"):
         model = SequenceEncoder(**kwargs)
     model = model.to_empty(device=device)
@@ -86,6 +110,8 @@ def build(generator, device, **kwargs):
                 bound = 1.0 / math.sqrt(module.in_features)
                 module.weight.copy_((2 * draw(module.weight.shape) - 1) * bound)
                 module.bias.copy_((2 * draw(module.bias.shape) - 1) * bound)
+            elif module is model.position:
+                module.weight.copy_(sinusoidal_positions(*module.weight.shape))
             elif isinstance(module, nn.Embedding):
                 module.weight.copy_(draw(module.weight.shape, normal=True))
             elif isinstance(module, nn.LayerNorm):
