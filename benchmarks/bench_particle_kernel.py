@@ -382,8 +382,9 @@ def main(argv=None):
     if args.study == "real":
         out = run_real(args.data, args.seeds, args.budgets)
         print_real(out, args.budgets)
+        out = {"machine": machine(), "rows": out}
     elif args.study == "recovery":
-        out = run_recovery(args.data, args.seeds)
+        out = {"machine": machine(), "rows": run_recovery(args.data, args.seeds)}
     elif args.study == "cost":
         out = {"machine": machine(), "rows": run_cost(args.data)}
     else:
@@ -393,6 +394,7 @@ def main(argv=None):
         claims(out)
         if args.plot:
             plot(out, args.plot)
+        out = {"machine": machine(), "rows": out}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

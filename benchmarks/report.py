@@ -215,6 +215,7 @@ SECTIONS = [
         "command": "python benchmarks/bench_sequence.py --study tasks --seeds 0 1 2 "
                    "--json benchmarks/results/sequence_tasks.json; "
                    "python benchmarks/bench_sequence.py --study text --seeds 10 11 12 "
+                   "--models learned fixed softmax \"TF-IDF + LogisticRegression\" "
                    "--json benchmarks/results/sequence_text.json",
         "files": ["sequence_tasks.json", "sequence_text.json"],
     },
@@ -227,6 +228,7 @@ SECTIONS = [
                    "16384 32768 --plot docs/images/knn_attention_training.png "
                    "--json benchmarks/results/knn_attention_training.json; "
                    "python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12 "
+                   "--models softmax \"knn k=8\" \"knn k=32\" \"kernel (learned particles)\" "
                    "--json benchmarks/results/knn_attention_order.json; "
                    "python benchmarks/bench_sequence.py --study knn-text --seeds 10 11 12 "
                    "--json benchmarks/results/knn_attention_text.json",
