@@ -115,7 +115,8 @@ def refit_from(model, Z, y, start):
     ``(coef_, intercept_)`` of the same model fitted on part of the rows (``warm_start``:
     about half the iterations of a cold start); returned with ``warm_start=False``."""
     coef, intercept = start
-    if coef.shape[0] == (1 if len(np.unique(y)) == 2 else len(np.unique(y))):
+    n_classes = len(np.unique(y))
+    if coef.shape[0] == (1 if n_classes == 2 else n_classes):  # the same classes
         model.set_params(warm_start=True)
         model.coef_, model.intercept_ = coef.copy(), intercept.copy()
     return model.fit(Z, y).set_params(warm_start=False)
