@@ -122,12 +122,10 @@ default="k-means++"
         elsewhere (CSR, tensors on a GPU, ``verbose``) the layers are Lloyd's.
         ``"auto"``: from 10,000 rows (from 131,072 only in float64 below 2,048 center
         coordinates, ``n_clusters * n_features``, where the compiled loop runs), the
-        bounds where they
-        pay (while many points change cluster, each layer scores all of them), else
-        ``"lloyd"``. Bounds
-        pay on data with clusters and fits of many layers; on data without, or over a few
-        layers, they cost up to a fifth more: ask for ``"hamerly"`` on large clustered
-        data, ``"lloyd"`` on data without clusters.
+        bounds where they pay (while many points change cluster, each layer scores all of
+        them), else ``"lloyd"``. Bounds pay on data with clusters and fits of many layers;
+        on data without, or over a few layers, they cost up to a fifth more: ask for
+        ``"hamerly"`` on large clustered data, ``"lloyd"`` on data without clusters.
 
     Attributes
     ----------

@@ -356,7 +356,8 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
     from . import _lloyd
 
     X, shift = points.X, points.shift
-    start = float(_lloyd.assign(points, centers, runner=runner or _lloyd._SERIAL)[1].sum())
+    runner = runner or _lloyd._SERIAL
+    start = float(_lloyd.assign(points, centers, runner=runner)[1].sum())
     low = X.amin(0)
     span = X.amax(0) - low
     span = torch.where(span > 0, span, torch.ones_like(span))
@@ -380,7 +381,7 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
         if center_shift <= tol:
             break
     centers = cs[0].to(X.dtype) * span + low - shift
-    labels, min_dist = _lloyd.assign(points, centers, runner=runner or _lloyd._SERIAL)
+    labels, min_dist = _lloyd.assign(points, centers, runner=runner)
     inertia = float(min_dist.sum())
     if inertia > DEGENERATE * start:
         warnings.warn(

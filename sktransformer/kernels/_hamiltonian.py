@@ -94,6 +94,14 @@ def alignment_grad(Phi, Y, kind="centered"):
     return value, grad
 
 
+def squared_distances(W):
+    """Squared distances between the rows of ``W (N, d)``, or within each of a stack
+    ``(S, N, d)``, from the Gram matrix (clamped at 0: never ``N x N x d``)."""
+    gram = W @ W.transpose(-1, -2)
+    norms = gram.diagonal(dim1=-2, dim2=-1)
+    return (norms.unsqueeze(-1) + norms.unsqueeze(-2)).sub_(gram, alpha=2).clamp_(min=0)
+
+
 def riesz_grad(W, s=1.0, eps=1e-3):
     """``(E_s, dE_s/dW)``: :func:`riesz_energy` and its gradient, closed form (float64).
 
@@ -101,10 +109,8 @@ def riesz_grad(W, s=1.0, eps=1e-3):
     function of the softened squared distance ``d_jk``."""
     N = W.shape[0]
     W64 = W.double()
-    gram = W64 @ W64.T
-    norms = gram.diagonal()
-    sq = (norms.unsqueeze(1) + norms.unsqueeze(0)).sub_(gram, alpha=2).clamp_(min=0)
-    sq.add_(eps**2).fill_diagonal_(math.inf)  # no pair with itself: its terms vanish
+    # no pair with itself: its terms vanish
+    sq = squared_distances(W64).add_(eps**2).fill_diagonal_(math.inf)
     if s == 0:
         slope = sq.reciprocal().mul_(-0.5)
         pair = torch.log(sq).mul_(-0.5).fill_diagonal_(0.0)

@@ -7,7 +7,7 @@ import torch
 
 from ..attention import favor_offset
 from ..utils import logger
-from ._hamiltonian import potential
+from ._hamiltonian import potential, squared_distances
 
 
 def project_to_ball(W, radius):
@@ -24,9 +24,7 @@ def pairwise_distances(W):
     N = W.shape[-2]
     if N < 2:
         return (math.inf, math.inf) if W.dim() == 2 else ([math.inf] * len(W),) * 2
-    gram = W @ W.transpose(-1, -2)
-    norms = gram.diagonal(dim1=-2, dim2=-1)
-    d = (norms.unsqueeze(-1) + norms.unsqueeze(-2)).sub_(gram, alpha=2).clamp_(min=0).sqrt_()
+    d = squared_distances(W).sqrt_()
     mean = (d.sum((-2, -1)) - d.diagonal(dim1=-2, dim2=-1).sum(-1)) / (N * (N - 1))
     d.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
     low = d.amin((-2, -1))

@@ -73,10 +73,11 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     ``FutureWarning``) and will be removed in 0.3.
 
     The model embeds each position (tokens, or float features), adds a fixed sinusoidal
-    position encoding, runs ``n_layers`` pre-norm blocks of multi-head attention and a feed-forward
-    layer, mean-pools the real positions and classifies. By default its attention is linear
-    (:class:`~sktransformer.sequence.KernelAttention`): the kernel ``phi(q) . phi(k)`` of a
-    positive feature map over particles, linear in sequence length.
+    position encoding, runs ``n_layers`` pre-norm blocks of multi-head attention and a
+    feed-forward layer, mean-pools the real positions and classifies. By default its
+    attention is linear (:class:`~sktransformer.sequence.KernelAttention`): the kernel
+    ``phi(q) . phi(k)`` of a positive feature map over particles, linear in sequence
+    length.
 
     ``attention="knn"`` attends to each query's ``n_neighbors`` best keys only (kNN
     attention, :func:`~sktransformer.attention.knn_attention_grad`), and
@@ -126,9 +127,9 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     learning_rate : float, default=3e-3
     weight_decay : float, default=1.0
         Decoupled weight decay (AdamW) of the weight matrices (not of biases, LayerNorms
-        or the particles; 0 is Adam). On
-        the Rotten Tomatoes reviews it is what keeps the model from fitting the training
-        reviews within 3 epochs (``benchmarks/bench_sequence.py --study text``).
+        or the particles; 0 is Adam). On the Rotten Tomatoes reviews it is what keeps the
+        model from fitting the training reviews within 3 epochs
+        (``benchmarks/bench_sequence.py --study text``).
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training set (stratified) and stop when its
         loss has not improved by ``tol`` for ``n_iter_no_change`` epochs; the best epoch's
