@@ -66,6 +66,12 @@ COMMON_CONSTRAINTS = {
 _EXACT_ROWS = 1 << 14  # rows of float32 data whose distances are recomputed at a time
 
 
+def _shares_memory(X, Xt):
+    """Whether the tensor ``Xt`` is the writable, C-ordered NumPy array ``X`` itself."""
+    return (isinstance(X, np.ndarray) and X.flags.writeable and X.flags.c_contiguous
+            and Xt.device.type == "cpu" and Xt.data_ptr() == X.ctypes.data)
+
+
 def _float64(X):
     """A float64 copy of validated data (numpy, CSR or a tensor, where it lives)."""
     return X.double() if isinstance(X, torch.Tensor) else X.astype(np.float64)
@@ -155,13 +161,11 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     _attention = "euclidean"
     _center_data = True  # shift the points by their mean (float32 precision)
     _array_attributes = ("cluster_centers_", "labels_") + MIXTURE_ATTRIBUTES
-    _accepts_sparse = False  # scipy sparse X (CSR), for the variants that take it
-    _dense_only = "its update"  # (what needs dense rows, for the error on sparse X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.input_tags.sparse = self._accepts_sparse
+        tags.input_tags.sparse = True
         return tags
 
     # -- hooks -------------------------------------------------------------------------
@@ -203,14 +207,6 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                                  runner=runner)
 
     # -- fitting -----------------------------------------------------------------------
-
-    def _check_sparse(self, X):
-        """Raise a TypeError that says why, for sparse X where the estimator needs dense."""
-        if not self._accepts_sparse and sp.issparse(X):
-            raise TypeError(
-                f"{type(self).__name__} does not take sparse data: {self._dense_only} is "
-                f"written for dense rows. Use X.toarray() if it fits in memory, or "
-                f"TransformerKMeans or SphericalTransformerKMeans, which take CSR.")
 
     def _check_init(self, X, random_state):
         """The init as an array of shape (n_clusters, n_features) of X's dtype, or a string.
@@ -262,6 +258,10 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _preprocess_centers(self, centers, points):
         return centers
 
+    def _in_place(self):
+        """Whether the fit may shift X in place (``copy_x=False``) and put it back."""
+        return False
+
     @logs_verbosely
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -305,8 +305,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _fit_in_memory(self, X, sample_weight):
         """The fit on in-memory X; returns the number of distinct labels."""
         space = output_space(X)
-        self._check_sparse(X)
-        X = check_data(self, X, reset=True, accept_sparse=self._accepts_sparse)
+        X = check_data(self, X, reset=True, accept_sparse=True)
         check_squared_scale(X, fit=True)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
@@ -324,6 +323,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         init_generator = initial_generator(generator, self.random_state)
         X = self._preprocess(X)
 
+        origin = None  # (copy_x=False: the shift made in X itself)
         with torch.inference_mode():
             wt = None if sample_weight is None else to_tensor(sample_weight, device)
             rows = _lloyd.layer_rows(n_samples, self.n_clusters,
@@ -340,27 +340,38 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                                        Xt, rows, variance=self._tol(1.0) != 0))
                 if not self._center_data:
                     shift = torch.zeros_like(shift)
+                if self._in_place() and _shares_memory(X, Xt):
+                    # copy_x=False: X itself is shifted (and put back below), and the
+                    # points are X with no shift of their own
+                    origin, shift = shift, torch.zeros_like(shift)
+                    Xt.sub_(origin)
                 points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
                                             shift=shift)
-            best = None
-            for run in range(n_init):
-                if run > 0 and callable(self.init):
-                    init = self._check_init(X, random_state)
-                centers, indices = self._initialize(points, init, init_generator, wt)
-                update = self._make_update(indices, generator)
-                if self.verbose > 1:
-                    logger.info("Initialization complete")
-                with _runner(points, centers) as runner:
-                    result = self._run(points, wt, centers, update, self._tol(mean_var),
-                                       runner)
-                if best is None or result[2] < best[0][2]:
-                    best = result, update
-            (centers, labels, inertia, n_iter), update = best
-            self.cluster_centers_ = to_numpy(centers + points.shift)
+                points.in_place = origin is not None
+            try:
+                best = None
+                for run in range(n_init):
+                    if run > 0 and callable(self.init):
+                        init = self._check_init(X, random_state)
+                    centers, indices = self._initialize(points, init, init_generator, wt)
+                    update = self._make_update(indices, generator)
+                    if self.verbose:
+                        logger.info("Initialization complete")
+                    with _runner(points, centers) as runner:
+                        result = self._run(points, wt, centers, update,
+                                           self._tol(mean_var), runner)
+                    if best is None or result[2] < best[0][2]:
+                        best = result, update
+                (centers, labels, inertia, n_iter), update = best
+                # the mixture's spreads: each member's cost at its final center
+                _, min_dist = _lloyd.assign(points, centers)
+            finally:
+                if origin is not None:
+                    Xt.add_(origin)
+            centers = centers + points.shift
+            self.cluster_centers_ = to_numpy(centers if origin is None else centers + origin)
             self.labels_ = to_numpy(labels.to(torch.int32))  # (half the copy off a GPU)
             self._store(update, points)
-            # the mixture's spreads: each member's cost at its final center
-            _, min_dist = _lloyd.assign(points, centers)
             self._set_mixture(self.labels_, to_numpy(self._point_cost(min_dist)),
                               sample_weight)
         self.inertia_ = inertia
@@ -378,8 +389,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         """X validated against the fit (fitted, a kind of data the estimator takes, finite,
         its squares in range): what every method using the fitted centers does once."""
         check_is_fitted(self)
-        self._check_sparse(X)
-        X = check_data(self, X, reset=False, accept_sparse=self._accepts_sparse)
+        X = check_data(self, X, reset=False, accept_sparse=True)
         check_squared_scale(X)
         return X
 
@@ -400,7 +410,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         tensor."""
         points, centers = self._prepare(X)
         with _runner(points, centers) as runner:
-            return _lloyd.sq_distances(points, centers, runner=runner)
+            sq = _lloyd.sq_distances(points, centers, runner=runner)
+        return _lloyd.exact_near_zero(points, centers, sq)
 
     def _assign(self, X):
         """Labels and squared distances of validated X to the closest center, as

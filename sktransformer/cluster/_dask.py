@@ -361,6 +361,8 @@ class _Fitter:
             return
         far = self.data.run(blocks.farthest, blocks.farthest_merge, self.spec, self.shift,
                             empty.numel(), threshold)
+        if far["dist"][0] <= 0:  # (every point on its center: _lloyd.relocate_empty's rule)
+            return
         _lloyd.reseat(sums, weight, empty, self._tensor(far["rows"]), self._tensor(far["w"]),
                       torch.as_tensor(far["labels"]).long() if hard else None)
 
@@ -391,7 +393,7 @@ class _Fitter:
         for i in range(self.estimator.max_iter):
             new, changed, objective, counts = self._step(centers)
             bar.update(1)
-            if verbose > 1:
+            if verbose:
                 logger.info(f"Iteration {i}, inertia {objective}.")
             shift_tot = float((new - centers).square().sum())
             centers = new

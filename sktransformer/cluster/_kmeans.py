@@ -1,6 +1,7 @@
 """TransformerKMeans: scikit-learn's KMeans API over the k-means transformer circuit."""
 
 import os
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -96,9 +97,10 @@ default="k-means++"
         Seeds a local ``torch.Generator`` for the initialization; the global seed is
         never touched.
     verbose : int, default=0
-        1: a progress bar over the layers and the reason for stopping; 2: also the
-        inertia after each layer (logged to the "sktransformer" logger, printed to stdout
-        when logging is not configured).
+        1 and more: scikit-learn's messages (the end of the initialization, the
+        inertia after each layer, the reason for stopping; logged to the
+        "sktransformer" logger, printed to stdout when logging is not configured)
+        and a progress bar over the layers (stderr).
     batch_size : int or None, default=None
         Points processed per chunk; ``None`` chooses so that the ``(chunk, n_clusters)``
         score tile is about 2 MiB. Memory, not the result, depends on it.
@@ -126,6 +128,15 @@ default="k-means++"
         them), else ``"lloyd"``. Bounds pay on data with clusters and fits of many layers;
         on data without, or over a few layers, they cost up to a fifth more: ask for
         ``"hamerly"`` on large clustered data, ``"lloyd"`` on data without clusters.
+        ``"elkan"`` (scikit-learn's name for its bounds) runs ``"hamerly"``, so code
+        written for ``KMeans`` runs unchanged. With one cluster there is nothing to bound:
+        the bounds warn and run ``"lloyd"``, as scikit-learn's ``"elkan"`` does.
+    copy_x : bool, default=True
+        The compiled loop on dense CPU data works on X shifted by its mean, a copy made
+        once a fit (as scikit-learn's ``KMeans``). With ``copy_x=False`` and X a C-ordered
+        NumPy array of float32 or float64, it shifts X in place instead and puts it back
+        before ``fit`` returns, which may change X by rounding (scikit-learn's
+        ``copy_x=False``); any other X is copied anyway.
 
     Attributes
     ----------
@@ -169,13 +180,14 @@ default="k-means++"
         "attention": [StrOptions(set(SCORES))],
         "weights": [None, str, os.PathLike, LearnedKMeansLayer],
         "swaps": [StrOptions({"auto"}), Interval(Integral, 0, None, closed="left")],
-        "algorithm": [StrOptions({"auto", "lloyd", "hamerly"})],
+        "algorithm": [StrOptions({"auto", "lloyd", "elkan", "hamerly"})],
+        "copy_x": ["boolean"],
     }
 
     def __init__(self, n_clusters=8, *, temperature=None, attention="euclidean",
                  weights=None, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
                  device="auto", random_state=None, verbose=0, batch_size=None,
-                 swaps="auto", algorithm="auto"):
+                 swaps="auto", algorithm="auto", copy_x=True):
         self.n_clusters = n_clusters
         self.temperature = temperature
         self.attention = attention
@@ -190,20 +202,32 @@ default="k-means++"
         self.batch_size = batch_size
         self.swaps = swaps
         self.algorithm = algorithm
+        self.copy_x = copy_x
 
     @property
     def _attention(self):
         return self.attention
 
     def _make_update(self, indices, generator):
-        return Mean(soft=self.temperature is not None, algorithm=self.algorithm)
+        return Mean(soft=self.temperature is not None, algorithm=self._algorithm())
+
+    def _algorithm(self):
+        """``algorithm`` as the layers read it: ``"elkan"`` is ``"hamerly"``, and bounds
+        with one cluster are Lloyd's."""
+        if self.algorithm in ("elkan", "hamerly") and self.n_clusters == 1:
+            return "lloyd"
+        return {"elkan": "hamerly"}.get(self.algorithm, self.algorithm)
+
+    def _in_place(self):
+        return not self.copy_x
 
     def _assignment_temperature(self):
         return self.temperature
 
-    _accepts_sparse = True
-
     def _check_fit_params(self, X, sample_weight):
+        if self.algorithm in ("elkan", "hamerly") and self.n_clusters == 1:
+            warnings.warn(f"algorithm='{self.algorithm}' doesn't make sense for a single "
+                          "cluster. Using 'lloyd' instead.", RuntimeWarning, stacklevel=4)
         if self.weights is None:
             return
         if sp.issparse(X):
@@ -247,12 +271,11 @@ default="k-means++"
             max_swaps = self._max_swaps()
             if max_swaps:
                 def run(start, max_iter):  # (a swap's trial: the layers again, silently)
-                    max_iter = self.max_iter if max_iter is None else min(max_iter,
-                                                                          self.max_iter)
                     return _lloyd.run_layers(points, sample_weight, start, update=update,
                                              max_iter=max_iter, tol=tol, runner=runner)
 
-                result = swap_centers(points, sample_weight, result, run, max_swaps=max_swaps)
+                result = swap_centers(points, sample_weight, result, run, max_swaps=max_swaps,
+                                      max_layers=self.max_iter)
             return result
         return run_learned(resolve_weights(self.weights), points, centers,
                            max_iter=self.max_iter, tol=tol, verbose=self.verbose,
@@ -293,7 +316,7 @@ default="k-means++"
         """
         first = not hasattr(self, "cluster_centers_")
         space = output_space(X)
-        X = check_data(self, X, reset=first, accept_sparse=self._accepts_sparse)
+        X = check_data(self, X, reset=first, accept_sparse=True)
         check_squared_scale(X)
         if self.weights is not None:
             raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
@@ -333,7 +356,7 @@ default="k-means++"
             cost = min_dist if wt is None else min_dist * wt
             self.inertia_ = float(cost.sum())
         self.n_steps_ += 1
-        if self.verbose > 1:
+        if self.verbose:
             logger.info(f"partial_fit step {self.n_steps_}: inertia of the batch "
                         f"{self.inertia_}.")
         self.n_iter_ = self.n_steps_

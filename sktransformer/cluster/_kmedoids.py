@@ -53,8 +53,10 @@ class TransformerKMedoids(BaseCircuitClustering):
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization and the Gumbel draws.
     verbose : int, default=0
-        1: a progress bar over the layers and the reason for stopping; 2: also the
-        inertia after each layer (logged to the "sktransformer" logger).
+        1 and more: scikit-learn's messages (the end of the initialization, the
+        inertia after each layer, the reason for stopping; logged to the
+        "sktransformer" logger, printed to stdout when logging is not configured)
+        and a progress bar over the layers (stderr).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 
@@ -109,8 +111,6 @@ class TransformerKMedoids(BaseCircuitClustering):
         self.batch_size = batch_size
 
     _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_") + MIXTURE_ATTRIBUTES
-    _dense_only = "the search for each cluster's medoid among its members"
-
     def _tol(self, mean_variance):
         return 0.0  # stop when no medoid moves
 
@@ -141,7 +141,9 @@ class TransformerKMedoids(BaseCircuitClustering):
 
     def _store(self, update, points):
         self.medoid_indices_ = to_numpy(update.indices).astype(np.intp)
-        self.cluster_centers_ = to_numpy(points.X[update.indices]).copy()
+        rows = (points.rows_of(update.indices) if points.X is None  # (CSR: never shifted)
+                else points.X[update.indices])
+        self.cluster_centers_ = to_numpy(rows).copy()
 
     def _point_cost(self, sq_dist):
         return sq_dist.sqrt() if self.metric == "euclidean" else sq_dist

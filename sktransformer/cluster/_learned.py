@@ -376,7 +376,7 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
                 f"another distribution). Retrain it with LayerTrainer, or use weights=None.")
         center_shift = float(((new - cs) * span32).square().sum())
         cs = new
-        if verbose > 1:
+        if verbose:
             logger.info(f"Iteration {i}, center shift {center_shift}.")
         if center_shift <= tol:
             break

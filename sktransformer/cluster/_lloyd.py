@@ -210,6 +210,10 @@ class PointTokens:
         """Shifted coordinates of the points ``index``."""
         return self.X[index] - self.shift
 
+    def sq_norms(self, sl):
+        """``||x - shift||^2`` of the rows ``sl`` (a chunk)."""
+        return (self.X[sl] - self.shift).square().sum(1)
+
 
 class Chunk:
     """One chunk of a span's rows and its views, made once per span (:meth:`PointTokens._chunks`):
@@ -377,6 +381,32 @@ def sq_distances(points, centers, *, runner=_SERIAL, by_center=False):
     return out.clamp_(min=0.0)
 
 
+_ROUNDING = 16  # eps's of |x|^2 + |c|^2 below which a matmul-form distance is rounding
+
+
+def exact_near_zero(points, centers, sq):
+    """``sq`` (the squared distances of all points to all centers, (n_samples,
+    n_clusters)) with the entries that are rounding taken again by differences, in place.
+
+    The matmul form ``|x|^2 + |c|^2 - 2 x.c`` cancels to about ``eps (|x|^2 + |c|^2)``: a
+    point on a center is reported ``sqrt(eps) |x|`` away from it (6e-8 at unit scale in
+    float64; scikit-learn's ``euclidean_distances`` is exact there only for X is Y). The
+    entries within ``_ROUNDING`` of that are few (points on or next to a center)."""
+    eps = torch.finfo(sq.dtype).eps
+    c_sq = centers.square().sum(1)
+    near = []
+    for sl in iter_chunks(points.n, points.rows):
+        bound = points.sq_norms(sl)[:, None] + c_sq
+        i, j = torch.nonzero(sq[sl] <= bound.mul_(_ROUNDING * eps), as_tuple=True)
+        near.append((i + sl.start, j))
+    i, j = torch.cat([n[0] for n in near]), torch.cat([n[1] for n in near])
+    step = max(1, (1 << 20) // max(points.d, 1))
+    for sl in iter_chunks(i.numel(), step):
+        diff = points.rows_of(i[sl]) - centers[j[sl]]
+        sq[i[sl], j[sl]] = diff.square().sum(1)
+    return sq
+
+
 def iter_sq_distances(points, centers):
     """Yield ``(rows, sq_dist)``: the squared distances of the chunk ``rows`` of the points
     to every center, shape (m, n_clusters), one chunk at a time (memory bounded by the
@@ -486,8 +516,9 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
     scikit-learn's rule: the ``n_empty`` points with the largest distance to their current
     center become the new centers, and (hard mode) leave the cluster they were counted in.
     ``excluded``: the indices of points that may not be chosen (trimming's outliers); they
-    rank below every other. Changes ``sums`` and ``weight_in_clusters`` in
-    place.
+    rank below every other. Where every point sits on its center (more clusters than
+    distinct points) nothing moves: a relocation would only empty another cluster.
+    Changes ``sums`` and ``weight_in_clusters`` in place.
 
     Returns
     -------
@@ -500,7 +531,10 @@ def relocate_empty(points, sample_weight, sums, weight_in_clusters, labels, min_
         return empty, empty
     if excluded is not None:
         min_dist = min_dist.index_fill(0, excluded, -1.0)
-    far = torch.topk(min_dist, n_empty).indices
+    top = torch.topk(min_dist, n_empty)
+    if float(top.values[0]) <= 0:  # every point on its center: more clusters than points
+        return empty[:0], empty[:0]
+    far = top.indices
     x = points.rows_of(far)
     w = x.new_ones(n_empty) if sample_weight is None else sample_weight[far]
     reseat(sums, weight_in_clusters, empty, x, w, labels[far] if hard else None)
@@ -532,6 +566,8 @@ def weighted_sums(points, labels, weights, n_clusters, *, runner=_SERIAL):
     gets weight 0.
     """
     weights = weights.to(points.dtype)
+    if points.X is None:  # (CSR)
+        return points.weighted_sums(labels, weights, n_clusters)
 
     def span(start, stop):
         acc = points.new_zeros(n_clusters, points.d)
@@ -573,6 +609,17 @@ def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
     if compiled is not None:
         return compiled[0]
     out = points.new_empty(points.n)
+    if points.X is None:  # CSR: the matmul form over the stored values, rounding redone
+        v_sq = vectors.square().sum(1)
+        for sl in iter_chunks(points.n, points.rows):
+            x_sq, own = points.sq_norms(sl), v_sq[labels[sl]]
+            dots = points.dots_with_own(vectors, labels, sl)
+            out[sl] = (x_sq + own - 2 * dots).clamp_(min=0)
+            near = torch.nonzero(out[sl] <= (x_sq + own) * (_ROUNDING * torch.finfo(
+                out.dtype).eps)).flatten() + sl.start
+            diff = points.rows_of(near) - vectors[labels[near]]
+            out[near] = diff.square().sum(1)
+        return out
 
     def span(start, stop):
         rows = chunk_rows(stop - start, 2 * points.d, device=points.device)
@@ -613,21 +660,27 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
     """
     out = points.new_zeros(points.n)
     w = points.new_ones(points.n) if sample_weight is None else sample_weight
+    if points.X is None:
+        norms = torch.cat([points.sq_norms(sl) for sl in iter_chunks(points.n, points.rows)])
     for j in range(n_groups):
         members = torch.nonzero(labels == j).flatten()
         m = members.numel()
         if m == 0:
             continue
-        Xj = points.rows_of(members)
-        Xj = Xj - Xj.mean(0)
-        sq = Xj.square().sum(1)
         wj = w[members]
         rows = max(1, min(m, (1 << 18) // m))
+        if points.X is None:  # CSR: the products of the stored values, not centered
+            Xj, sq = None, norms[members]
+        else:
+            Xj = points.rows_of(members)
+            Xj = Xj - Xj.mean(0)
+            sq = Xj.square().sum(1)
 
         def span(start, stop, Xj=Xj, sq=sq, wj=wj, members=members):
             for sl in iter_chunks(stop, rows, start):
                 block = sq[sl, None] + sq
-                block.addmm_(Xj[sl], Xj.T, alpha=-2).clamp_(min=0).sqrt_()
+                gram = points.gram(members, sl) if Xj is None else Xj[sl] @ Xj.T
+                block.sub_(gram, alpha=2).clamp_(min=0).sqrt_()
                 block.diagonal(offset=sl.start).zero_()
                 out[members[sl]] = block @ wj
 
@@ -705,7 +758,7 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
         new_centers, marked, objective = update(points, sample_weight, centers, labels,
                                                 min_dist, sums, weight, runner=runner)
         bar.update(1)
-        if verbose > 1:
+        if verbose:
             logger.info(f"Iteration {i}, inertia {objective()}.")
         shift_tot = float((new_centers - centers).square().sum())
         centers = new_centers

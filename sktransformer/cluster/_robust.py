@@ -44,8 +44,10 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization.
     verbose : int, default=0
-        1: a progress bar over the layers and the reason for stopping; 2: also the
-        inertia after each layer (logged to the "sktransformer" logger).
+        1 and more: scikit-learn's messages (the end of the initialization, the
+        inertia after each layer, the reason for stopping; logged to the
+        "sktransformer" logger, printed to stdout when logging is not configured)
+        and a progress bar over the layers (stderr).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 
@@ -82,8 +84,6 @@ default="k-means++"
     >>> rkm.cluster_centers_.round(2).tolist()  # k-means gives [17, 17] for the second
     [[0.5, 0.5], [9.33, 9.33]]
     """
-
-    _dense_only = "the sparsemax weighting of the members"
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,

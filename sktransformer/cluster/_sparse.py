@@ -45,6 +45,8 @@ class _Chunk:
 class SparsePointTokens(PointTokens):
     """:class:`PointTokens` of a scipy CSR matrix, held on ``device`` in CSR form."""
 
+    compiled = False  # (the updates' compiled passes read dense rows)
+
     def __init__(self, X, device, *, rows, attention="euclidean"):
         X = sp.csr_matrix(X)
         if not X.has_sorted_indices:
@@ -58,16 +60,19 @@ class SparsePointTokens(PointTokens):
         self.shift = self.values.new_zeros(self.d)
         self.x_sq = self.values.new_empty(self.n)
         for sl in iter_chunks(self.n, rows):
-            chunk = self._chunk(sl)
-            sq = self.values.new_zeros(chunk.shape[0]).index_add_(
-                0, chunk.rows, chunk.values.square())
-            chunk.x_sq.copy_(self.score.from_sq_norms(sq))
+            self.x_sq[sl] = self.score.from_sq_norms(self.sq_norms(sl))
         self.width = self.d + self.score.n_slots
         self.weight_column = self.width - 1
 
     @property
     def _values(self):
         return self.values
+
+    def sq_norms(self, sl):
+        """``||x||^2`` of the rows ``sl`` (a chunk)."""
+        chunk = self._chunk(sl)
+        return self.values.new_zeros(chunk.shape[0]).index_add_(0, chunk.rows,
+                                                                  chunk.values.square())
 
     def _chunk(self, sl):
         lo, hi = int(self.indptr[sl.start]), int(self.indptr[sl.stop])
@@ -92,10 +97,12 @@ class SparsePointTokens(PointTokens):
         """:meth:`PointTokens.member_sums` of CSR chunks: each stored value into its
         center's column by ``index_put``."""
         def add(chunk, within=None):
-            if within is not None:  # (the trimmed variants take dense data only)
-                raise NotImplementedError("Sums within a radius need dense data.")
             w = self._weights(chunk, sample_weight)
             assignment = labels[chunk.sl]
+            if within is not None:  # (the others into acc's last row, to discard)
+                dist, radius = within
+                bound = radius if len(radius) == 1 else radius.index_select(0, assignment)
+                assignment = assignment.masked_fill(dist > bound, acc.shape[0] - 1)
             acc[:, :self.d].index_put_((assignment[chunk.rows], chunk.cols),
                                        chunk.values * w[chunk.rows], accumulate=True)
             acc[:, self.weight_column].index_add_(0, assignment, w)
@@ -108,6 +115,44 @@ class SparsePointTokens(PointTokens):
         acc[:, :self.d].T.index_add_(
             0, chunk.cols, (chunk.values * w[chunk.rows]).unsqueeze(1) * weights.T[chunk.rows])
         acc[:, self.weight_column] += weights @ w
+
+    def weighted_sums(self, labels, weights, n_clusters):
+        """:func:`~._lloyd.weighted_sums` of CSR rows: ``sum_i weights_i x_i`` per label,
+        each stored value into its center's column."""
+        acc = self.values.new_zeros(n_clusters, self.d)
+        for sl in iter_chunks(self.n, self.rows):
+            chunk = self._chunk(sl)
+            acc.index_put_((labels[sl][chunk.rows], chunk.cols),
+                           chunk.values * weights[sl][chunk.rows], accumulate=True)
+        return acc
+
+    def dots_with_own(self, vectors, labels, sl):
+        """``x_i . vectors[labels_i]`` for the rows ``sl`` (a chunk), over the stored
+        values."""
+        chunk = self._chunk(sl)
+        own = vectors[labels[sl][chunk.rows], chunk.cols]
+        return self.values.new_zeros(chunk.shape[0]).index_add_(0, chunk.rows,
+                                                                  chunk.values * own)
+
+    def gram(self, index, sl):
+        """``X[index[sl]] X[index]^T`` as a dense ``(len(sl), len(index))`` block: the
+        dot products of a chunk of the points ``index`` with all of them (a CSR product:
+        only the stored values are read)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+            every = self._csr_rows(index)
+            return (self._csr_rows(index[sl]) @ every.t().to_sparse_csr()).to_dense()
+
+    def _csr_rows(self, index):
+        """The rows ``index`` as a torch CSR tensor."""
+        index = index.to(self.crow.device)
+        start, counts = self.crow[index], self.crow[index + 1] - self.crow[index]
+        crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        which = torch.repeat_interleave(torch.arange(len(index), device=index.device), counts)
+        position = start[which] + torch.arange(int(crow[-1]), device=index.device) \
+            - crow[:-1][which]
+        return torch.sparse_csr_tensor(crow, self.cols[position], self.values[position],
+                                       (len(index), self.d), check_invariants=False)
 
     def _weights(self, chunk, sample_weight):
         return (self.values.new_ones(chunk.shape[0]) if sample_weight is None

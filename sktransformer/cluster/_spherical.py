@@ -39,8 +39,10 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization.
     verbose : int, default=0
-        1: a progress bar over the layers and the reason for stopping; 2: also the
-        inertia after each layer (logged to the "sktransformer" logger).
+        1 and more: scikit-learn's messages (the end of the initialization, the
+        inertia after each layer, the reason for stopping; logged to the
+        "sktransformer" logger, printed to stdout when logging is not configured)
+        and a progress bar over the layers (stderr).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 
@@ -79,7 +81,6 @@ default="k-means++"
     """
 
     _parameter_constraints = dict(COMMON_CONSTRAINTS)
-    _accepts_sparse = True
     _center_data = False  # unit vectors need no shift, and the sphere is not shift-invariant
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300,

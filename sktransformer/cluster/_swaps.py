@@ -124,15 +124,18 @@ def _trials(points, sample_weight, centers, n_candidates):
     return [trial for _, trial in found]
 
 
-def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=None,
-                 max_trials=3, screen_layers=SCREEN_LAYERS):
+def swap_centers(points, sample_weight, result, run, *, max_swaps, max_layers,
+                 n_candidates=None, max_trials=3, screen_layers=SCREEN_LAYERS):
     """Up to ``max_swaps`` swaps. Each round tries the ``max_trials`` most promising swaps of
     :func:`_trials` (over the ``n_candidates`` costliest clusters; None: every cluster) in
     turn: ``screen_layers`` layers from the swapped centers, and where their inertia is
     already below the current one, the layers to convergence from there, kept when the
     inertia falls; the search stops at a round where none does. ``result``: ``(centers,
     labels, inertia, n_iter)`` of Lloyd; ``run(centers, max_iter)`` runs the layers from
-    ``centers`` and returns the same. Returns the best result. (Every cluster a candidate
+    ``centers`` (at most ``max_iter`` layers) and returns the same. The layers that lead
+    to the result are at most ``max_layers`` (the fit's ``max_iter``: ``n_iter_`` never
+    exceeds it), so a trial runs only while ``screen_layers`` more fit. Returns the best
+    result. (Every cluster a candidate
     and three trials a round found k on 23 of the model-selection benchmark's 24
     development tasks; with splits started at the farthest member and no merges, on 19.)"""
     k = result[0].shape[0]
@@ -140,11 +143,13 @@ def swap_centers(points, sample_weight, result, run, *, max_swaps, n_candidates=
         return result
     n_candidates = k if n_candidates is None else n_candidates
     for _ in range(max_swaps):
+        if result[3] + screen_layers >= max_layers:
+            break
         for trial in _trials(points, sample_weight, result[0], n_candidates)[:max_trials]:
             screened = run(trial, screen_layers)
             if not screened[2] < result[2] * (1 - 1e-9):
                 continue
-            candidate = run(screened[0], None)
+            candidate = run(screened[0], max_layers - result[3] - screened[3])
             if candidate[2] < result[2] * (1 - 1e-9):
                 n_iter = result[3] + screened[3] + candidate[3]
                 result = candidate[0], candidate[1], candidate[2], n_iter

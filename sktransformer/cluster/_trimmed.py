@@ -68,8 +68,10 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seeds a local ``torch.Generator`` for the initialization.
     verbose : int, default=0
-        1: a progress bar over the layers and the reason for stopping; 2: also the
-        trimmed inertia after each layer (logged to the "sktransformer" logger).
+        1 and more: scikit-learn's messages (the end of the initialization, the
+        trimmed inertia after each layer, the reason for stopping; logged to the
+        "sktransformer" logger, printed to stdout when logging is not configured)
+        and a progress bar over the layers (stderr).
     batch_size : int or None, default=None
         Points per chunk (memory only, not the result).
 
@@ -157,8 +159,6 @@ default="k-means++"
         return Trim(self.n_clusters, self.trim, self.trimming)
 
     _array_attributes = ("cluster_centers_", "labels_", "thresholds_") + MIXTURE_ATTRIBUTES
-    _dense_only = "trimming's selection of each layer's radius"
-
     def _location_and_scale(self, sample):
         """The coordinate-wise median and the mean over features of the variance of each
         feature's central ``1 - trim`` values: outliers, which trimming exists for, move

@@ -103,4 +103,4 @@ def test_hamerly_runs_large_dense_data_in_the_compiled_loop(monkeypatch):
 
 def test_an_unknown_algorithm_is_rejected():
     with pytest.raises(InvalidParameterError, match="algorithm"):
-        TransformerKMeans(3, algorithm="elkan").fit(_blobs(n=50))
+        TransformerKMeans(3, algorithm="yinyang").fit(_blobs(n=50))

@@ -147,10 +147,10 @@ def test_predict_proba_only_in_soft_mode():
 
 
 def test_verbose_logs_a_fixed_format(caplog, capsys):
-    """verbose=2: scikit-learn's messages, through the "sktransformer" logger."""
+    """verbose=1: scikit-learn's messages, through the "sktransformer" logger."""
     X, k = DATASETS["iris"]
     with caplog.at_level(logging.INFO, logger="sktransformer"):
-        TransformerKMeans(k, verbose=2, random_state=0, device="cpu").fit(X)
+        TransformerKMeans(k, verbose=1, random_state=0, device="cpu").fit(X)
     out = [r.getMessage() for r in caplog.records if r.name == "sktransformer"]
     assert out[0] == "Initialization complete"
     assert re.fullmatch(r"Iteration 0, inertia \d+\.\d+(e[+-]\d+)?\.", out[1])
@@ -166,7 +166,9 @@ def test_verbose_levels_bar_and_silence(caplog, capsys):
         assert not caplog.records
         assert capsys.readouterr().err == ""
         TransformerKMeans(k, verbose=1, random_state=0, device="cpu").fit(X)
-    assert [r.getMessage()[:9] for r in caplog.records] == ["Converged"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == "Initialization complete"
+    assert messages[-1].startswith("Converged")
     assert "layers" in capsys.readouterr().err  # the tqdm bar
 
 
@@ -175,7 +177,7 @@ def test_verbose_prints_when_logging_is_not_configured(capsys, monkeypatch):
     scikit-learn's do; the temporary handler is gone afterwards."""
     monkeypatch.setattr(logging.getLogger(), "handlers", [])
     X, k = DATASETS["iris"]
-    TransformerKMeans(k, verbose=2, random_state=0, device="cpu").fit(X)
+    TransformerKMeans(k, verbose=1, random_state=0, device="cpu").fit(X)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Initialization complete"
     assert not logging.getLogger("sktransformer").handlers
@@ -415,3 +417,76 @@ def test_zero_tol_skips_the_variance_pass(monkeypatch):
             for tol in (0.0, 1e-4)]
     assert asked == [False, True]
     assert fits[0].n_iter_ >= fits[1].n_iter_
+
+
+# -- scikit-learn's conventions (its own suite: tests/cluster/test_sklearn_suite.py) --------
+
+@pytest.mark.parametrize("fit_on", ["compiled", "torch", "csr"])
+def test_more_clusters_than_distinct_points_relocate_nothing(fit_on):
+    """Every point on its center: relocating an empty cluster would only empty another,
+    so the fit stops after one layer, with scikit-learn's warning."""
+    X = np.array([[0, 0], [1, 1], [1, 1], [1, 0], [0, 1]], dtype=float)
+    data = {"compiled": X, "torch": torch.from_numpy(X), "csr": sp.csr_matrix(X)}[fit_on]
+    est = TransformerKMeans(5, init=X, device="cpu",
+                            attention="dot" if fit_on == "torch" else "euclidean")
+    with pytest.warns(ConvergenceWarning, match=r"distinct clusters \(4\)"):
+        est.fit(data)
+    assert est.n_iter_ == 1
+    np.testing.assert_array_equal(np.asarray(est.cluster_centers_), X)
+
+
+@pytest.mark.parametrize("max_iter", [1, 3, 5])
+def test_swaps_stay_within_max_iter(max_iter):
+    X, _ = make_blobs(400, centers=6, random_state=3)
+    est = TransformerKMeans(6, max_iter=max_iter, random_state=0, device="cpu").fit(X)
+    assert 1 <= est.n_iter_ <= max_iter
+
+
+def test_elkan_is_scikit_learns_name_for_the_bounds():
+    X, _ = make_blobs(2000, centers=5, random_state=0)
+    elkan = TransformerKMeans(5, algorithm="elkan", random_state=0, device="cpu").fit(X)
+    hamerly = TransformerKMeans(5, algorithm="hamerly", random_state=0, device="cpu").fit(X)
+    np.testing.assert_array_equal(elkan.labels_, hamerly.labels_)
+    for algorithm in ("elkan", "hamerly"):
+        with pytest.warns(RuntimeWarning, match=f"algorithm='{algorithm}' doesn't make sense"):
+            one = TransformerKMeans(1, algorithm=algorithm, device="cpu").fit(X)
+        np.testing.assert_allclose(one.cluster_centers_[0], X.mean(0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_copy_x_false_shifts_x_in_place_and_puts_it_back(dtype):
+    import tracemalloc
+
+    X = (make_blobs(20_000, n_features=8, centers=4, random_state=1)[0] + 100).astype(dtype)
+    before = X.copy()
+    peaks = {}
+    for copy_x in (True, False):
+        tracemalloc.start()
+        est = TransformerKMeans(4, random_state=0, device="cpu", copy_x=copy_x).fit(X)
+        peaks[copy_x] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        np.testing.assert_allclose(X, before, rtol=0,
+                                   atol=1e-4 if dtype == np.float32 else 1e-10)
+        if copy_x:
+            copied = est
+    assert peaks[True] - peaks[False] >= 0.9 * X.nbytes  # (the shifted copy, made or not)
+    np.testing.assert_array_equal(est.labels_, copied.labels_)
+    np.testing.assert_allclose(est.cluster_centers_, copied.cluster_centers_,
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)
+    frozen = before.copy()
+    frozen.setflags(write=False)  # (read-only X: copied after all)
+    TransformerKMeans(4, random_state=0, device="cpu", copy_x=False).fit(frozen)
+    np.testing.assert_array_equal(frozen, before)
+
+
+def test_transform_is_exactly_zero_at_a_center():
+    """The matmul form leaves sqrt(eps) |x| of rounding at a center (6e-8 at unit scale);
+    the entries within rounding of 0 are taken again by differences."""
+    X, _ = make_blobs(300, n_features=5, centers=3, random_state=4)
+    for data in (X, X.astype(np.float32), sp.csr_matrix(X)):
+        est = TransformerKMeans(3, random_state=0, device="cpu").fit(data)
+        centers = est.cluster_centers_
+        np.testing.assert_array_equal(np.diag(est.transform(centers)), 0.0)
+        near = centers + 1e-3
+        np.testing.assert_allclose(np.diag(est.transform(near)), 1e-3 * np.sqrt(5),
+                                   rtol=1e-3)

@@ -96,18 +96,35 @@ def test_learned_weights_need_dense_data():
         TransformerKMeans(10, weights="learned", device="cpu").fit(X)
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda: TrimmedTransformerKMeans(2, device="cpu"), "radius"),
-    (lambda: RobustTransformerKMeans(2, device="cpu"), "sparsemax"),
-    (lambda: TransformerKMedoids(2, device="cpu"), "medoid"),
+@pytest.mark.parametrize("make", [
+    lambda: TrimmedTransformerKMeans(3, random_state=0, device="cpu"),
+    lambda: TrimmedTransformerKMeans(3, trimming="per_cluster", random_state=0, device="cpu"),
+    lambda: RobustTransformerKMeans(3, random_state=0, device="cpu"),
+    lambda: TransformerKMedoids(3, random_state=0, device="cpu"),
+    lambda: TransformerKMedoids(3, metric="sqeuclidean", init="heuristic", random_state=0,
+                                device="cpu"),
+    lambda: TransformerKMedoids(3, temperature=0.5, random_state=0, device="cpu"),
 ])
-def test_variants_that_need_dense_data_say_why(make, reason):
-    X = sp.random(40, 5, density=0.5, format="csr", random_state=0)
-    with pytest.raises(TypeError, match=f"does not take sparse data: .*{reason}"):
-        make().fit(X)
-    fitted = make().fit(X.toarray())
-    with pytest.raises(TypeError, match="TransformerKMeans or SphericalTransformerKMeans"):
-        fitted.predict(X)
+def test_variants_on_csr_equal_their_dense_fits(make):
+    """Trimming's radii, sparsemax's weights and the medoid search on CSR rows: the same
+    labels, centers, inertia and distances as on the dense matrix."""
+    X = sp.random(120, 30, density=0.2, format="csr", random_state=1)
+    X.data *= 3
+    X[:3] = X[:3] * 20  # (outliers for trimming and sparsemax to drop)
+    sparse, dense = make().fit(X), make().fit(X.toarray())
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, atol=1e-12)
+    assert sparse.inertia_ == pytest.approx(dense.inertia_, rel=1e-12)
+    np.testing.assert_allclose(sparse.transform(X), dense.transform(X.toarray()),
+                               atol=1e-12)
+    np.testing.assert_array_equal(sparse.predict(X), dense.predict(X.toarray()))
+
+
+def test_a_medoid_on_csr_is_exactly_zero_from_itself():
+    X = sp.random(60, 20, density=0.3, format="csr", random_state=2)
+    est = TransformerKMedoids(4, random_state=0, device="cpu").fit(X)
+    own = est.transform(X)[est.medoid_indices_, np.arange(4)]
+    np.testing.assert_array_equal(own, 0.0)
 
 
 def _unsorted_with_duplicates(X):

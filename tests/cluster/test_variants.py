@@ -4,7 +4,6 @@ import pickle
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
 from sklearn.base import clone
 from sklearn.datasets import load_digits, load_iris, make_blobs
@@ -315,9 +314,6 @@ def test_bad_input_is_a_clear_error_and_loses_nothing(cls):
         clone(est).fit(bad)
     with pytest.raises(ValueError, match="n_samples=2 should be >= n_clusters=3"):
         clone(est).fit(X[:2])
-    if not est.__sklearn_tags__().input_tags.sparse:  # the others: tests/cluster/test_sparse.py
-        with pytest.raises(TypeError, match=r"does not take sparse data.*toarray"):
-            clone(est).fit(sp.csr_matrix(X))
     with pytest.raises(ValueError, match="X has 2 features"):
         est.predict(X[:, :2])
     with pytest.raises(ValueError, match="infinity"):

@@ -207,12 +207,14 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_tri
 
 
 def _shifted(points):
-    """The points shifted by ``points.shift`` (a copy, made once for the fit's runs) and
-    their squared norms, which are the point tokens' too (the same for both scores here)."""
+    """The points shifted by ``points.shift`` (a copy, made once for the fit's runs; the
+    points themselves where the fit shifted them in place, ``points.in_place``) and their
+    squared norms, which are the point tokens' too (the same for both scores here)."""
     cached = points.__dict__.get("_compiled_rows")
     if cached is None:
-        X, x_sq = _LOOPS.get()["shifted"](_array(points.X), _array(points.shift),
-                                          _threads(points.n))
+        X = _array(points.X)
+        out = X if getattr(points, "in_place", False) else np.empty_like(X)
+        X, x_sq = _LOOPS.get()["shifted"](X, _array(points.shift), _threads(points.n), out)
         if "x_sq" in points.__dict__:  # (made already: the same norms, up to rounding)
             x_sq = _array(points.x_sq)
         else:

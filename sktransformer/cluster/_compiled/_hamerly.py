@@ -247,6 +247,8 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
         if empty.shape[0]:  # (rare: exact distances for scikit-learn's relocation)
             _sq_dist(X, centers, labels, dist, 0, n)
             far = farthest(dist, empty.shape[0])
+            if dist[far[0]] == 0:  # (every point on its center: nothing to relocate)
+                empty, far = empty[:0], far[:0]
         far_from = labels[far]
         previous = centers
         centers, shift = update(centers, total, size, empty, far, X[far], labels, weight)

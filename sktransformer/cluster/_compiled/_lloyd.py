@@ -143,11 +143,10 @@ def _shift_span(X, shift, out, sq, start, stop):
 
 
 @njit(parallel=True, nogil=True, cache=CACHE)
-def shifted(X, shift, n_threads):
-    """``X - shift`` (a new array: its pages are first written by the threads, in
-    parallel) and the squared norms of its rows, in one pass."""
+def shifted(X, shift, n_threads, out):
+    """``X - shift`` into ``out`` (a new array, whose pages are then first written by the
+    threads, in parallel; or X itself) and the squared norms of its rows, in one pass."""
     n = X.shape[0]
-    out = np.empty_like(X)
     sq = np.empty(n, dtype=X.dtype)
     if n_threads == 1:
         _shift_span(X, shift, out, sq, 0, n)
@@ -253,9 +252,15 @@ def farthest(dist, n_empty):
 
 @njit(nogil=True, cache=CACHE)
 def _relocation(weights, dist):
-    """The empty clusters, the farthest points they move onto, and the clusters' weights."""
+    """The empty clusters, the farthest points they move onto, and the clusters' weights;
+    none where every point sits on its center (more clusters than distinct points:
+    relocating would only trade one empty cluster for another, scikit-learn's rule)."""
     empty, size = empty_clusters(weights)
-    far = farthest(dist, empty.shape[0]) if empty.shape[0] else empty
+    if empty.shape[0] == 0:
+        return empty, empty, size
+    far = farthest(dist, empty.shape[0])
+    if dist[far[0]] == 0:
+        return empty[:0], far[:0], size
     return empty, far, size
 
 
