@@ -237,6 +237,21 @@ SECTIONS = [
         "image": "knn_attention_training.png",
     },
     {
+        "title": "Bad input: every estimator, every kind",
+        "what": "What bad input does to each public estimator: hypothesis-generated data "
+                "(non-finite, overflowing, subnormal and ordinary values, degenerate shapes, "
+                "dtypes, weights, targets, in NumPy, CSR, tensor and dask containers), each "
+                "listed kind of input (meta, sparse, float8 and complex tensors, zero rows or "
+                "features on every input path, subnormal and huge magnitudes, unsorted CSR), "
+                "and each size parameter at 10^9 and 10^12 in a process limited to 2 GiB. "
+                "Silent non-finite outputs, raw exceptions, unclear errors, mutated inputs "
+                "and allocations above 2 GiB must be zero.",
+        "command": "python -m benchmarks.bad_input_sweep --examples 200",
+        "files": ["bad_input.json"],
+        "keys": {"bad_input.json": ["examples", "must_be_zero", "totals", "rows",
+                                    "failures"]},
+    },
+    {
         "title": "On a GPU",
         "what": "`benchmarks/gpu_check.py` on one GPU: Lloyd at n = 10^7, d = 128, k = 1024 in "
                 "float32 (seconds per iteration against the float32 matmul floor, lower is "

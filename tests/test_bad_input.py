@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sklearn.base import is_classifier, is_regressor
@@ -21,7 +22,7 @@ from tests.test_common import _instance, public_estimators
 CLEAR = ("NaN", "infinity", "overflow", "n_samples", "sample", "feature", "class", "label",
          "weight", "dtype", "float", "shape", "dimension", "empty", "n_clusters",
          "leave-one-out", "array", "must", "should", "Unknown", "minimum", "positive",
-         "numeric", "trim", "X", "y")
+         "numeric", "trim", "X", "y", "Complex", "allocate", "tensor")
 
 VALUES = st.one_of(
     st.floats(-3, 3, allow_nan=False),
@@ -33,14 +34,14 @@ VALUES = st.one_of(
 @st.composite
 def bad_data(draw, estimator):
     n = draw(st.sampled_from([0, 1, 3, 8, 16, 24, 24, 24]))
-    d = draw(st.integers(1, 4))
+    d = draw(st.sampled_from([0, 1, 2, 3, 4, 1, 2, 3]))
     dtype = draw(st.sampled_from([np.float64, np.float32, np.int64]))
     kind = draw(st.sampled_from(["scaled", "one bad value", "all drawn"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     X = rng.normal(size=(n, d))
     if kind == "scaled":  # ordinary data at an extreme scale
         X = X * draw(st.sampled_from([1.0, 1e-150, 1e-40, 1e-20, 1e15, 1e30, 1e100, 1e152]))
-    elif n and kind == "one bad value":
+    elif n and d and kind == "one bad value":
         X[draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))] = draw(VALUES)
     elif n:
         X = np.array(draw(st.lists(VALUES, min_size=n * d, max_size=n * d))).reshape(n, d)
@@ -48,6 +49,7 @@ def bad_data(draw, estimator):
         if dtype is np.int64:
             X = np.nan_to_num(X, posinf=2**40, neginf=-(2**40)).clip(-2**40, 2**40)
         X = X.astype(dtype)
+    X = _container(X, draw(st.sampled_from(["NumPy"] * 5 + ["CSR", "tensor", "dask"])))
     y = None
     if is_regressor(estimator):
         y = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e200, np.nan]))
@@ -60,6 +62,46 @@ def bad_data(draw, estimator):
         weight = draw(st.sampled_from([np.zeros(n), -np.ones(n), np.full(n, np.nan),
                                        np.ones(n + 1), rng.random(n)]))
     return X, y, weight
+
+
+def _container(X, kind):
+    """X as ``kind``: a NumPy array, a CSR matrix with its entries unsorted and the first
+    of each row duplicated (halves of it), a torch tensor or a dask array."""
+    if kind == "tensor":
+        import torch
+        return torch.from_numpy(X)
+    if kind == "dask":
+        import dask.array as da
+        return da.from_array(X, chunks=(max(1, X.shape[0] // 2), max(1, X.shape[1])))
+    if kind == "CSR" and X.dtype.kind == "f":
+        indptr, indices, data = [0], [], []
+        for row in X:
+            idx = list(np.flatnonzero(row)[::-1])
+            val = list(row[idx])
+            if idx:
+                idx, val = [idx[0]] + idx, [val[0] / 2, val[0] / 2] + val[1:]
+            indices += idx
+            data += val
+            indptr.append(len(indices))
+        return sp.csr_matrix((np.array(data, X.dtype), np.array(indices, np.int32),
+                              np.array(indptr)), shape=X.shape)
+    return X
+
+
+def _snapshot(X):
+    """What the caller holds of X, to compare after the calls (None: not host memory)."""
+    if sp.issparse(X):
+        return X.indptr.copy(), X.indices.copy(), X.data.copy()
+    return X.copy() if isinstance(X, np.ndarray) else None
+
+
+def _unchanged(before, X):
+    if before is None:
+        return True
+    if isinstance(before, tuple):
+        return all(np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+                   for a, b in zip(before, _snapshot(X)))
+    return np.array_equal(before, X, equal_nan=True)
 
 
 def _fit_parameters(estimator):
@@ -89,6 +131,7 @@ def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
     @given(data=bad_data(estimator))
     def check(data):
         X, y, weight = data
+        before = _snapshot(X)
         kwargs = {} if weight is None else {"sample_weight": weight}
         try:
             with warnings.catch_warnings():
@@ -97,6 +140,7 @@ def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
                     X, **kwargs)
         except (ValueError, TypeError) as exc:
             assert any(word in str(exc) for word in CLEAR), f"unclear: {exc!r}"
+            assert _unchanged(before, X), "fit changed the caller's X"
             event("fit: a clear error")
             return
         event("fit: a finite answer")
@@ -116,6 +160,7 @@ def test_bad_input_is_a_clear_error_or_a_finite_answer(cls):
         for name in ("inertia_", "cluster_centers_", "particles_"):
             if hasattr(fitted, name):
                 assert np.isfinite(getattr(fitted, name)).all(), name
+        assert _unchanged(before, X), "the calls changed the caller's X"
 
     check()
 

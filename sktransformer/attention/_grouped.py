@@ -214,6 +214,12 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
     keys above the ``tau`` of ``{s > start}`` contain the answer's support, and when they are
     that same set, that ``tau`` is the answer.
 
+    The scores are taken relative to their group's top, and the first support is the keys
+    above ``max_i (s_i - 1 / w_i)``, a lower bound of ``tau`` (key ``i`` alone has
+    ``w_i (s_i - tau) <= 1``): no key more than that below the top enters the sums, whose
+    cancellation would otherwise reach the budget of 1 (scores of 1e57 gave weights of
+    1e41).
+
     Returns
     -------
     p : Tensor of shape (n_keys,), float64
@@ -221,19 +227,25 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
     """
     s = scores.to(torch.float64)
     w = None if weight is None else weight.to(torch.float64)
+    eligible = None if w is None else w > 0
+    top = group_max(s if w is None else s.masked_fill(~eligible, -torch.inf), groups,
+                    n_groups)
+    top = torch.where(top > -torch.inf, top, 0.0)  # (an empty group)
+    s = s - top[groups]  # (the same weights: sparsemax does not move with a shift)
     ws = s if w is None else w * s
+    floor = group_max(s - 1.0 if w is None else torch.where(eligible, s - 1.0 / w, -torch.inf),
+                      groups, n_groups)
+    if start is not None:
+        floor = torch.maximum(floor, start.to(torch.float64) - top)
 
     def above(tau_of):  # the keys of positive weight above their group's threshold
         # (numpy compares on the CPU, and finds the changed keys: 5x torch's time there)
-        return greater(s, tau_of) if w is None else greater(s, tau_of) & (w > 0)
+        return greater(s, tau_of) if w is None else greater(s, tau_of) & eligible
 
     # one n-sized buffer for every pass's per-key values: fresh n-sized tensors cost page
     # faults on the CPU (0.96 against 0.58 ms a call at n = 100000, k = 64, with them)
     buf = torch.empty_like(s)
-    if start is not None:
-        support = above(torch.index_select(start.to(torch.float64), 0, groups, out=buf))
-    else:
-        support = torch.ones_like(s, dtype=torch.bool) if w is None else w > 0
+    support = above(torch.index_select(floor, 0, groups, out=buf))
     total = group_sums(buf.copy_(support) if w is None else torch.mul(w, support, out=buf),
                        groups, n_groups)
     total_ws = group_sums(torch.mul(ws, support, out=buf), groups, n_groups)
@@ -251,7 +263,7 @@ def group_sparsemax(scores, groups, n_groups, weight=None, *, start=None,
             p = torch.sub(s, tau_of, out=buf).clamp_(min=0.0)
             if w is not None:
                 p *= w
-            return (p, tau) if return_threshold else p
+            return (p, tau + top) if return_threshold else p
         # the sums follow the few keys that changed side, not a new pass over all of them
         sign = torch.where(kept[changed], 1.0, -1.0).to(torch.float64)
         g = groups[changed]

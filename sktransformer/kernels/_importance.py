@@ -158,7 +158,8 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         generator = make_generator(self.random_state, device="cpu")
         n_candidates = self.n_candidates or 10 * self.n_components
         # the candidates' frequencies, phases and alignments, and a chunk's features
-        check_allocation("n_candidates", n_candidates,
+        check_allocation(*(("n_candidates", n_candidates) if self.n_candidates else
+                           ("n_components", self.n_components)),  # (the one that was set)
                          8 * n_candidates * (X.shape[1] + 2 + len(self.classes_) + 1))
         self.gamma_ = resolve_gamma(self.gamma, X)
         W, b = initial_particles("rff", n_candidates, X.shape[1], gamma=self.gamma_,

@@ -25,6 +25,7 @@ from ..utils import (
     Interval,
     StrOptions,
     as_numpy,
+    check_allocation,
     check_data,
     check_data_and_target,
     check_squared_scale,
@@ -277,9 +278,15 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         if generator is None:
             generator = make_generator(self.random_state, device=device)
         np_dtype, dtype = numpy_dtype(X), torch_dtype(X)
+        N = n_particles(self.kernel, self.n_components)
+        # the particles, a minibatch's features and (learning) the particles' pairwise
+        # distances and forces
+        check_allocation("n_components", self.n_components, dtype.itemsize * N * (
+            4 * X.shape[1] + 2 * min(X.shape[0], self.batch_size or X.shape[0])
+            + (4 * N if y is not None else 0)))
         Xt = to_tensor(X, device, dtype=dtype)
         self.gamma_ = resolve_gamma(self.gamma, Xt)
-        U, b = initial_particles(self.kernel, n_particles(self.kernel, self.n_components),
+        U, b = initial_particles(self.kernel, N,
                                  X.shape[1], gamma=0.5, generator=generator, dtype=dtype)
         base = math.sqrt(2 * self.gamma_) if self.kernel in ("rff", "rff_cossin") else 1.0
         self.scale_, self.best_iter_, self.history_ = 1.0, 0, {}

@@ -7,7 +7,9 @@ reused); phase B freezes them and trains the rest by cross-entropy.
 """
 
 import copy
+import inspect
 import math
+import time
 from numbers import Integral, Real
 
 import numpy as np
@@ -30,7 +32,9 @@ from ..utils import (
     StrOptions,
     as_numpy,
     as_tensor,
+    check_allocation,
     check_squared_scale,
+    dense_values,
     fit_context,
     follows_input,
     is_tensor,
@@ -39,12 +43,11 @@ from ..utils import (
     make_generator,
     output_space,
     progress,
-    reject_meta,
     resolve_device,
     to_numpy,
     to_tensor,
 )
-from ._encoder import SequenceEncoder, build, masked_mean
+from ._encoder import SequenceEncoder, build, masked_mean, training_bytes
 
 _STARTED = 0.01  # nats below the class frequencies' loss: the model has started learning
 
@@ -160,8 +163,9 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
     n_features_in_ : int
         Sequence length (the padded width of X).
     history_ : dict
-        ``train_loss``, ``val_loss``, ``val_accuracy`` per epoch and, under ``phase_a``,
-        the Langevin history of each block.
+        ``train_loss``, ``val_loss``, ``val_accuracy`` and ``seconds`` (the wall-clock
+        time since ``fit`` began) per epoch and, under ``phase_a``, the Langevin history
+        of each block.
     n_iter_ : int
         Phase B epochs run.
     model_ : SequenceEncoder
@@ -276,10 +280,19 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
             raise ValueError("X is not of the kind seen in fit (integer tokens vs float "
                              "features, or another feature width).")
 
+    def _check_size(self, n_samples):
+        """A ValueError naming the size parameter furthest above its default, before
+        anything is built, where the model would take more than 2 GiB to train."""
+        sizes = {name: getattr(self, name) for name in ("d_model", "n_layers", "n_components")}
+        defaults = inspect.signature(type(self)).parameters
+        name = max(sizes, key=lambda k: sizes[k] / defaults[k].default)
+        check_allocation(name, sizes[name], training_bytes(
+            **self._model_config, batch_size=min(self.batch_size, n_samples)))
+
     def _inputs(self, X, device, reset):
         """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""
         if is_tensor(X):
-            return self._tensor_inputs(reject_meta(as_tensor(X).detach()), device, reset)
+            return self._tensor_inputs(dense_values(as_tensor(X).detach()), device, reset)
         X = validate_data(self, X, reset=reset, allow_nd=True, dtype=None,
                           ensure_min_features=1)
         tokens = X.ndim == 2 and np.issubdtype(X.dtype, np.integer)
@@ -361,6 +374,7 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
         -------
         self : SequenceAttentionClassifier
         """
+        began = time.perf_counter()
         space = output_space(X)
         device = resolve_device(self.device, data=X if isinstance(X, torch.Tensor) else None)
         generator = make_generator(self.random_state, device=device)
@@ -380,9 +394,11 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
             n_components=self.n_components, kernel=self.kernel, attention=self.attention,
             causal=self.causal, tie_qk=self.tie_qk, n_neighbors=self.n_neighbors,
             gradient=self.gradient)
+        self._check_size(len(x))
         self.model_ = build(generator, device, **self._model_config)
         train, val = self._split(labels, generator)
-        self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "phase_a": []}
+        self.history_ = {"train_loss": [], "val_loss": [], "val_accuracy": [], "seconds": [],
+                         "phase_a": []}
         learned = self.attention == "kernel" and self.features == "learned"
         optimizer = torch.optim.AdamW(_decay_groups(self.model_, self.weight_decay),
                                       lr=self.learning_rate)
@@ -398,6 +414,7 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
             val_loss, val_acc = self._evaluate(x, mask, labels, val)
             self.history_["val_loss"].append(val_loss)
             self.history_["val_accuracy"].append(val_acc)
+            self.history_["seconds"].append(time.perf_counter() - began)
             bar.update(1)
             if self.verbose > 1:
                 logger.info(f"epoch {epoch}: train loss {self.history_['train_loss'][-1]:.4f}"

@@ -90,6 +90,19 @@ class SequenceEncoder(nn.Module):
         return self.head(masked_mean(self.norm(h), mask.unsqueeze(-1), 1))
 
 
+def training_bytes(*, n_classes, max_len, n_tokens, n_inputs, d_model, n_heads, n_layers,
+                   n_components, batch_size, **attention):
+    """About the memory a model of this configuration takes to train on batches of
+    ``batch_size`` (float32): its weights, their gradients and Adam's two moments, and a
+    batch's activations (per layer about ten ``d_model`` values and the attention features
+    of each head, per position). An estimate made before anything is built."""
+    width = n_tokens + 1 if n_tokens is not None else n_inputs
+    weights = d_model * (width + max_len + n_classes) + n_layers * (
+        8 * d_model * d_model + 2 * n_components * d_model)
+    activations = batch_size * max_len * n_layers * (10 * d_model + n_heads * n_components)
+    return 4 * (4 * weights + activations)
+
+
 def build(generator, device, **kwargs):
     """A :class:`SequenceEncoder` whose weights are drawn from ``generator`` alone: built on
     the meta device (no draw from torch's global generator), then initialized as torch

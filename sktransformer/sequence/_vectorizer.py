@@ -23,14 +23,16 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     them (``lowercase``, ``token_pattern``); the ``max_features`` most frequent tokens of the
     training documents get the ids ``2, 3, ...`` (most frequent first), every other token
     the id ``1`` (unknown), and each document becomes its first ``max_length`` ids, padded
-    with ``0`` (the ``pad_id`` of :class:`~sktransformer.SequenceAttentionClassifier`).
+    with ``0`` (the ``pad_id`` of :class:`~sktransformer.SequenceAttentionClassifier`) to
+    ``length_``: ``max_length``, or the longest training document where that is shorter (a
+    large ``max_length`` costs nothing beyond the data).
 
     Parameters
     ----------
     max_features : int or None, default=5000
         Vocabulary size (``None``: every token seen in fit).
     max_length : int, default=64
-        Length of the output sequences (longer documents are cut).
+        Most tokens kept of a document (longer documents are cut).
     lowercase : bool, default=True
     token_pattern : str, default=r"(?u)\\b\\w\\w+\\b"
         What a token is (CountVectorizer's default).
@@ -39,6 +41,9 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     ----------
     vocabulary_ : dict of str to int
         Token to id (ids from 2).
+    length_ : int
+        Length of the output sequences: ``max_length``, or the number of tokens of the
+        longest training document where that is smaller.
     n_features_in_ : int
         1 (one document per sample).
 
@@ -49,9 +54,10 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
     >>> vectorizer = SequenceVectorizer(max_features=2, max_length=5).fit(docs)
     >>> vectorizer.vocabulary_
     {'film': 2, 'fine': 3}
-    >>> vectorizer.transform(docs)  # "a" is no token; "dull" is unknown (1)
-    array([[3, 3, 2, 0, 0],
-           [1, 2, 0, 0, 0]])
+    >>> vectorizer.transform(docs + ["fine film fine film"])  # "dull" is unknown (1)
+    array([[3, 3, 2],
+           [1, 2, 0],
+           [3, 2, 3]])
     """
 
     _parameter_constraints = {
@@ -101,15 +107,16 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         ranked = sorted(counts, key=lambda t: (-counts[t], t))[:self.max_features]
         self.vocabulary_ = {token: i + 2 for i, token in enumerate(ranked)}
         self.n_features_in_ = 1
-        self._n_features_out = self.max_length
+        self.length_ = max(1, min(self.max_length, max(len(doc) for doc in tokens)))
+        self._n_features_out = self.length_
         return self
 
     def transform(self, X):
-        """Padded id sequences, ndarray of shape (n_documents, max_length), int64."""
+        """Padded id sequences, ndarray of shape (n_documents, length_), int64."""
         check_is_fitted(self)
         tokens = self._tokens(X)
-        out = np.zeros((len(tokens), self.max_length), dtype=np.int64)
+        out = np.zeros((len(tokens), self.length_), dtype=np.int64)
         for i, doc in enumerate(tokens):
-            ids = [self.vocabulary_.get(t, UNKNOWN) for t in doc[:self.max_length]]
+            ids = [self.vocabulary_.get(t, UNKNOWN) for t in doc[:self.length_]]
             out[i, :len(ids)] = ids
         return out

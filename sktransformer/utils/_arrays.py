@@ -56,11 +56,16 @@ def _all_finite(t, block=1 << 20):
     return all(bool(torch.isfinite(t[a:a + rows]).all()) for a in range(0, t.shape[0], rows))
 
 
-def reject_meta(t, name="X"):
-    """``t``, unless it is a tensor on the meta device (shapes, no values): a clear error."""
+def dense_values(t, name="X", *, accept_sparse=False):
+    """``t``, unless it is a tensor on the meta device (shapes, no values) or a sparse
+    tensor: a clear error."""
     if t.device.type == "meta":
         raise ValueError(f"{name} is a tensor on the meta device, which holds shapes but no "
                          "values; fill a tensor on a real device with the data first.")
+    if t.layout != torch.strided:
+        raise TypeError(f"A sparse torch tensor ({t.layout}) is not supported; pass "
+                        f"{name}.to_dense(), or a scipy.sparse CSR matrix" +
+                        (" instead." if accept_sparse else " to an estimator that takes one."))
     return t
 
 
@@ -90,11 +95,7 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
             X = X.copy()
             X.sum_duplicates()
         return X
-    t = reject_meta(as_tensor(X).detach(), name)
-    if t.layout != torch.strided:
-        raise TypeError(f"A sparse torch tensor ({t.layout}) is not supported; pass a "
-                        "scipy.sparse CSR matrix" + (" instead." if accept_sparse else
-                                                     " to an estimator that takes one."))
+    t = dense_values(as_tensor(X).detach(), name, accept_sparse=accept_sparse)
     if t.is_complex():
         raise ValueError("Complex data not supported.")
     if t.dim() != 2:

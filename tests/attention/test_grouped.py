@@ -59,6 +59,27 @@ def test_group_sparsemax_is_sparsemax_of_each_group_with_repetition(weighted):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
+def test_group_sparsemax_of_huge_scores_is_one_hot_and_shifts_change_nothing(weighted):
+    """Scores 1e57 apart (robust k-means of data at 1e30) put each group's weight on its
+    top key, not the rounding of sums of 1e57s (weights of 1e41, infinite centers); a
+    shift of every score changes no weight."""
+    scores, groups, k, weight = _problem()
+    w = weight if weighted else None
+    p = group_sparsemax(scores, groups, k, w)
+    shifted = group_sparsemax(scores - 1e6, groups, k, w)
+    torch.testing.assert_close(shifted, p, rtol=0, atol=1e-9)
+    huge, tau = group_sparsemax(scores * 1e57, groups, k, w, return_threshold=True)
+    assert torch.isfinite(tau).all()
+    for j in range(k):
+        members = (groups == j) & (torch.ones_like(scores, dtype=torch.bool) if w is None
+                                   else w > 0)
+        if members.any():
+            top = torch.nonzero(members).flatten()[scores[members].argmax()]
+            assert float(huge[top]) == pytest.approx(1.0)
+            assert float(huge[groups == j].sum()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("guess", ["answer", "near", "low", "high", "random"])
 def test_group_sparsemax_from_any_start_is_the_same(weighted, guess):
     # a start only saves passes: from above, below or anywhere, the same weights (up to the

@@ -23,6 +23,8 @@ def test_it_learns_a_task_that_needs_attention(attention, features):
     clf = _clf(attention=attention, features=features).fit(X, y)
     assert clf.score(Xt, yt) > 0.85
     assert len(clf.history_["val_loss"]) == clf.n_iter_
+    seconds = np.asarray(clf.history_["seconds"])  # (wall clock since fit began)
+    assert len(seconds) == clf.n_iter_ and (np.diff(seconds) > 0).all() and seconds[0] > 0
 
 
 def test_positions_are_fixed_unit_sinusoids_and_norms_and_biases_not_decayed():

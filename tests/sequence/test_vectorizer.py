@@ -33,6 +33,18 @@ def test_ids_by_frequency_unknown_truncation_and_padding():
     assert clone(vec).get_params() == vec.get_params()
 
 
+def test_the_output_length_is_the_longest_training_document_at_most():
+    """A large max_length costs nothing beyond the data (10^9 would have been 8 GB a
+    document): the sequences are as long as the longest training document."""
+    docs = ["the film is a film", "a dull film"]
+    vec = SequenceVectorizer(max_length=10**9).fit(docs)
+    assert vec.length_ == 4
+    assert vec.transform(docs + ["a much longer review of this film"]).shape == (3, 4)
+    assert len(vec.get_feature_names_out()) == 4
+    assert SequenceVectorizer(max_length=2).fit(docs).length_ == 2
+    assert SequenceVectorizer().fit(["a", "b"]).length_ == 1  # (no tokens: one pad)
+
+
 def test_bad_documents_are_clear_errors():
     with pytest.raises(ValueError, match="Iterable over raw text documents expected"):
         SequenceVectorizer().fit("one string")

@@ -33,10 +33,12 @@ def _build(numba, cache):
     in every process.)"""
 
     @numba.njit(nogil=True, cache=cache, boundscheck=False)
-    def support_pass(dist, labels, n_groups, scale, bound, mode, support, count, total):
+    def support_pass(dist, labels, n_groups, scale, nearest, bound, mode, support, count,
+                     total):
         """One pass of the support: ``mode`` 0 starts it, the points scoring above
-        ``bound`` (a guess of tau, or -inf); 1 keeps the points above ``bound`` (tau), 2
-        those of the support above it. Adds the changes' counts and scores into ``count``
+        ``bound`` (a lower bound of tau, or a guess); 1 keeps the points above ``bound``
+        (tau), 2 those of the support above it. The scores are relative to the group's top,
+        ``scale (dist - nearest[g])``. Adds the changes' counts and scores into ``count``
         and ``total``; returns whether any point changed side."""
         changed = False
         restricted = mode == 2
@@ -44,7 +46,7 @@ def _build(numba, cache):
             g = labels[i]
             if g < 0 or g >= n_groups:  # (bounds unchecked but this one)
                 raise IndexError("label out of range")
-            s = dist[i] * scale
+            s = (dist[i] - nearest[g]) * scale
             # (bitwise, not short-circuit: a mispredicted branch a point cost more than the
             # pass's arithmetic)
             above = s > bound[g]
@@ -63,13 +65,27 @@ def _build(numba, cache):
         return changed
 
     @numba.njit(nogil=True, cache=cache, boundscheck=False)
-    def value_pass(dist, labels, scale, tau, x, shift, sums, weight):
+    def nearest_pass(dist, labels, nearest):
+        """Each group's smallest distance into ``nearest`` (0 for an empty group)."""
+        nearest[:] = np.inf
+        for i in range(dist.shape[0]):
+            g = labels[i]
+            if g < 0 or g >= nearest.shape[0]:  # (bounds unchecked but this one)
+                raise IndexError("label out of range")
+            nearest[g] = min(nearest[g], dist[i])
+        for g in range(nearest.shape[0]):
+            if nearest[g] == np.inf:
+                nearest[g] = 0.0
+
+    @numba.njit(nogil=True, cache=cache, boundscheck=False)
+    def value_pass(dist, labels, scale, nearest, tau, x, shift, sums, weight):
         """The weights and the weighted points' sums, in one pass over X (each weight
-        rounded to X's dtype first, as torch's path does)."""
+        rounded to X's dtype first, as torch's path does; ``tau`` relative to the group's
+        top score, as the support's)."""
         rounded = np.empty(1, x.dtype)
         for i in range(dist.shape[0]):
             g = labels[i]
-            p = max(dist[i] * scale - tau[g], 0.0)
+            p = max((dist[i] - nearest[g]) * scale - tau[g], 0.0)
             weight[g] += p
             rounded[0] = p
             w = rounded[0]
@@ -78,11 +94,12 @@ def _build(numba, cache):
 
     for dtype in (np.float32, np.float64):  # compiled (or loaded) here, all at once
         one, labels, zero = np.ones(1, dtype), np.zeros(1, np.int64), np.zeros(1)
-        support_pass(one, labels, 1, -1.0, zero, 0, np.zeros(1, np.bool_), zero.copy(),
-                     zero.copy())
-        value_pass(one, labels, -1.0, zero, np.zeros((1, 1), dtype), one,
+        support_pass(one, labels, 1, -1.0, zero, zero, 0, np.zeros(1, np.bool_),
+                     zero.copy(), zero.copy())
+        value_pass(one, labels, -1.0, zero, zero, np.zeros((1, 1), dtype), one,
                    np.zeros((1, 1), dtype), zero.copy())
-    return support_pass, value_pass
+        nearest_pass(one, labels, zero.copy())
+    return support_pass, value_pass, nearest_pass
 
 
 _LOOPS = CompiledLoops(_build, "numba's sparsemax passes", "torch's")
@@ -125,21 +142,28 @@ def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support, *,
     weight : Tensor of shape (n_groups,)
         ``sum_i p_i`` per group (1, or 0 for an empty group), in X's dtype.
     tau : Tensor of shape (n_groups,), float64
-        The thresholds.
+        The thresholds (of the scores ``scale * dist``).
     """
-    support_pass, value_pass = _LOOPS.get()
+    support_pass, value_pass, nearest_pass = _LOOPS.get()
     dtype, n = x.dtype, len(x)
     dist, labels, support = (t.contiguous().numpy() for t in (dist, labels, support))
     x, shift, scale = x.numpy(), shift.contiguous().numpy(), float(scale)
+    # the scores relative to each group's top (the nearest member's, scale < 0), from the
+    # points within 1 of it (tau's lower bound, group_sparsemax's), so that no far point's
+    # score enters the sums whose cancellation would reach the budget of 1
+    nearest = np.empty(n_groups)
+    nearest_pass(dist, labels, nearest)
+    top = nearest * scale
     # Michelot's passes: from a support that contains the answer's (any from the first
     # pass on; the guess's only on the first), keep the points above tau
     count, total = np.zeros(n_groups), np.zeros(n_groups)  # the support's size, score sum
-    bound = (np.full(n_groups, -np.inf) if start is None  # (no guess: all points)
-             else start.to(torch.float64).contiguous().numpy())
-    mode = 0  # (then 1 after a guess, 2 after all points)
+    bound = np.full(n_groups, -1.0)
+    if start is not None:
+        bound = np.maximum(bound, start.to(torch.float64).numpy() - top)
+    mode = 0  # (then 1 after a guess, 2 after the lower bound)
     while True:
-        changed = support_pass(dist, labels, n_groups, scale, bound, mode, support, count,
-                               total)
+        changed = support_pass(dist, labels, n_groups, scale, nearest, bound, mode, support,
+                               count, total)
         if mode and not changed:
             break
         mode = 1 if mode == 0 and start is not None else 2
@@ -150,7 +174,8 @@ def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support, *,
     # in span order)
     def values(lo, hi):
         sums, weight = np.zeros((n_groups, x.shape[1]), x.dtype), np.zeros(n_groups)
-        value_pass(dist[lo:hi], labels[lo:hi], scale, tau, x[lo:hi], shift, sums, weight)
+        value_pass(dist[lo:hi], labels[lo:hi], scale, nearest, tau, x[lo:hi], shift, sums,
+                   weight)
         return sums, weight
 
     parts = runner.map(values, n)
@@ -158,4 +183,5 @@ def sparsemax_sums(dist, labels, n_groups, scale, start, x, shift, support, *,
     for more_sums, more_weight in parts[1:]:
         sums += more_sums
         weight += more_weight
-    return torch.from_numpy(sums), torch.from_numpy(weight).to(dtype), torch.from_numpy(tau)
+    return (torch.from_numpy(sums), torch.from_numpy(weight).to(dtype),
+            torch.from_numpy(tau + top))
