@@ -347,7 +347,6 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                     Xt.sub_(origin)
                 points = _lloyd.PointTokens(Xt, rows=rows, attention=self._attention,
                                             shift=shift)
-                points.in_place = origin is not None
             try:
                 best = None
                 for run in range(n_init):

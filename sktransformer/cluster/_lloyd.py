@@ -745,7 +745,7 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
         bounds = use_bounds(points, update.algorithm, k)
         if lloyd_available(points, sample_weight, n_clusters=k, bounds=bounds):
             return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol,
-                             bounds=bounds)
+                             bounds=bounds, sphere=update.sphere)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     labels_old = torch.full_like(labels, -2)
     min_dist = points.new_empty(points.n)

@@ -80,7 +80,7 @@ class Mean:
     def __init__(self, soft=False, sphere=False, algorithm="lloyd"):
         self.soft, self.sphere, self.algorithm = soft, sphere, algorithm
         self.strict = not soft
-        self.compiled = not soft and not sphere  # (the compiled loop runs this update)
+        self.compiled = not soft  # (the compiled loop runs this update)
 
     def __call__(self, points, sample_weight, centers, labels, min_dist, sums, weight, *,
                  runner):

@@ -24,10 +24,10 @@ def _points(X, attention="euclidean"):
     return point_tokens(X, torch.device("cpu"), rows=64, attention=attention, shift=shift)
 
 
-def _both(points, weight, start, **kwargs):
-    torch_run = _lloyd.run_layers(points, weight, start.clone(), update=Mean(), verbose=1,
-                                  **kwargs)  # (verbose: the torch layers)
-    compiled = _compiled.run_lloyd(points, weight, start.clone(), **kwargs)
+def _both(points, weight, start, sphere=False, **kwargs):
+    torch_run = _lloyd.run_layers(points, weight, start.clone(), update=Mean(sphere=sphere),
+                                  verbose=1, **kwargs)  # (verbose: the torch layers)
+    compiled = _compiled.run_lloyd(points, weight, start.clone(), sphere=sphere, **kwargs)
     return torch_run, compiled
 
 
@@ -86,16 +86,48 @@ def test_compiled_loop_stops_at_max_iter_with_labels_of_the_final_centers():
     assert torch.equal(nearest, l2)
 
 
-def test_the_compiled_loop_serves_plain_lloyd_only(monkeypatch):
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_compiled_spherical_layers_match_torchs(sparse, dtype, weighted):
+    """The means scaled to unit norm in the loop: the torch layers' spherical k-means
+    (unit rows, as SphericalTransformerKMeans makes them), with an empty cluster."""
+    from sklearn.preprocessing import normalize
+
+    X = _data(False, dtype)
+    if sparse:  # (a third of the entries zero: rows far from the axes and from each other,
+        # where the 70% of _data leaves copies of axis vectors, tied within rounding)
+        X[np.random.default_rng(3).random(X.shape) < 0.3] = 0
+        X = sp.csr_matrix(X)
+    X = normalize(X)
+    points = point_tokens(X, torch.device("cpu"), rows=64, attention="euclidean")
+    dense = X.toarray() if sparse else X
+    rng = np.random.default_rng(2)
+    far = np.zeros((1, dense.shape[1]), dtype)
+    far[0, 0] = -1.0  # (a unit center no point is near: an empty cluster, relocated)
+    start = torch.from_numpy(np.vstack([dense[rng.choice(len(dense), 8, replace=False)],
+                                        far]))
+    weight = torch.from_numpy(rng.random(X.shape[0]).astype(dtype)) if weighted else None
+    (c1, l1, i1, n1), (c2, l2, i2, n2) = _both(points, weight, start, sphere=True,
+                                                max_iter=300, tol=1e-8)
+    assert n1 == n2 and n1 > 2
+    assert torch.equal(l1, l2)
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    torch.testing.assert_close(c2, c1, rtol=rtol, atol=rtol)
+    torch.testing.assert_close(c2.norm(dim=1), torch.ones(9, dtype=c2.dtype))
+    assert i2 == pytest.approx(i1, rel=rtol)
+
+
+def test_the_compiled_loop_serves_hard_layers_only(monkeypatch):
     calls = []
     real = _lloyd.run_lloyd
     monkeypatch.setattr(_lloyd, "run_lloyd", lambda *a, **k: calls.append(1) or real(*a, **k))
     X = _data(False, np.float64)
     TransformerKMeans(4, random_state=0, swaps=0, device="cpu").fit(X)
-    assert len(calls) == 1
-    TransformerKMeans(4, random_state=0, temperature=1.0, device="cpu").fit(X)
     SphericalTransformerKMeans(4, random_state=0, device="cpu").fit(X)
-    assert len(calls) == 1  # (soft and spherical layers run in torch)
+    assert len(calls) == 2
+    TransformerKMeans(4, random_state=0, temperature=1.0, device="cpu").fit(X)
+    assert len(calls) == 2  # (soft layers run in torch)
 
 
 def test_threads_split_the_rows_and_sum_in_order():

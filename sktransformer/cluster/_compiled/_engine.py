@@ -111,15 +111,16 @@ def _threads(n_samples):
     return max(1, min(most, budget, n_samples // _ROWS_PER_THREAD))
 
 
-def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None):
+def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None, sphere=False):
     """Hard k-means layers from ``centers`` (shifted coordinates) until convergence, in one
     compiled call: what :func:`~sktransformer.cluster._lloyd.run_layers` returns for the
     mean update, ``(centers, labels, inertia, n_iter)`` as tensors and numbers. ``bounds``
     (:func:`use_bounds`): Hamerly's loop on dense points (:mod:`._hamerly`), the same
-    layers."""
+    layers. ``sphere``: the means scaled to unit norm (spherical k-means; no bounds)."""
     weight = (np.ones(points.n, dtype=_numpy(points.dtype)) if sample_weight is None
               else _array(sample_weight.to(points.dtype)))
-    out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol, bounds=bounds)
+    out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol, bounds=bounds,
+                                      sphere=sphere)
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
     inertia = float(np.sum(dist * weight, dtype=np.float64))
     out, labels, dist = torch.from_numpy(out), torch.from_numpy(labels), torch.from_numpy(dist)
@@ -146,7 +147,7 @@ def assign(points, centers):
     return torch.from_numpy(labels), torch.from_numpy(dist)
 
 
-def _loop(points, weight, centers, max_iter, tol, bounds=None):
+def _loop(points, weight, centers, max_iter, tol, bounds=None, sphere=False):
     """The compiled loop over the points (dense or CSR; ``bounds``: Hamerly's, dense):
     ``(centers, n_iter, labels, squared distances)`` as numpy arrays. ``max_iter=0``: the
     assignment alone."""
@@ -162,7 +163,7 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None):
         if points.X is None:  # (CSR)
             out, n_iter, _ = loops["csr_loop"](
                 _array(points.values), _array(points.cols), points.indptr, weight, start,
-                max_iter, float(tol), n_threads, labels, dist, sums, weights)
+                max_iter, float(tol), n_threads, labels, dist, sums, weights, sphere)
         elif bounds:
             X, x_sq = _shifted(points)
             out, n_iter, _ = loops["hamerly_loop"](X, x_sq, weight, start, max_iter,
@@ -171,7 +172,8 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None):
         else:
             X, x_sq = _shifted(points)
             out, n_iter, _ = loops["dense_loop"](X, x_sq, weight, start, max_iter, float(tol),
-                                                 n_threads, labels, dist, sums, weights)
+                                                 n_threads, labels, dist, sums, weights,
+                                                 sphere)
     return out, n_iter, labels, dist
 
 
@@ -207,14 +209,17 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_tri
 
 
 def _shifted(points):
-    """The points shifted by ``points.shift`` (a copy, made once for the fit's runs; the
-    points themselves where the fit shifted them in place, ``points.in_place``) and their
-    squared norms, which are the point tokens' too (the same for both scores here)."""
+    """The points shifted by ``points.shift`` (a copy, made once for the fit's runs; where
+    the shift is zero, as for spherical k-means or X shifted in place by ``copy_x=False``,
+    the points themselves) and their squared norms, which are the point tokens' too (the
+    same for both scores here)."""
     cached = points.__dict__.get("_compiled_rows")
     if cached is None:
         X = _array(points.X)
-        out = X if getattr(points, "in_place", False) else np.empty_like(X)
-        X, x_sq = _LOOPS.get()["shifted"](X, _array(points.shift), _threads(points.n), out)
+        if points.shift.any():
+            X, x_sq = _LOOPS.get()["shifted"](X, _array(points.shift), _threads(points.n))
+        else:
+            x_sq = np.einsum("ij,ij->i", X, X)
         if "x_sq" in points.__dict__:  # (made already: the same norms, up to rounding)
             x_sq = _array(points.x_sq)
         else:

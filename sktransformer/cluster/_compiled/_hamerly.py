@@ -251,7 +251,8 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
                 empty, far = empty[:0], far[:0]
         far_from = labels[far]
         previous = centers
-        centers, shift = update(centers, total, size, empty, far, X[far], labels, weight)
+        centers, shift = update(centers, total, size, empty, far, X[far], labels, weight,
+                                False)
         state = 1 if changes == 0 else 2 if spent(shift, tol, n_iter, max_iter) else 0
         if state == 1:
             break

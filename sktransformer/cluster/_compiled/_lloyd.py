@@ -143,10 +143,11 @@ def _shift_span(X, shift, out, sq, start, stop):
 
 
 @njit(parallel=True, nogil=True, cache=CACHE)
-def shifted(X, shift, n_threads, out):
-    """``X - shift`` into ``out`` (a new array, whose pages are then first written by the
-    threads, in parallel; or X itself) and the squared norms of its rows, in one pass."""
+def shifted(X, shift, n_threads):
+    """``X - shift`` (a new array: its pages are first written by the threads, in
+    parallel) and the squared norms of its rows, in one pass."""
     n = X.shape[0]
+    out = np.empty_like(X)
     sq = np.empty(n, dtype=X.dtype)
     if n_threads == 1:
         _shift_span(X, shift, out, sq, 0, n)
@@ -219,11 +220,12 @@ def empty_clusters(weights):
 
 
 @njit(nogil=True, cache=CACHE)
-def update(centers, total, size, empty, far, far_rows, labels, weight):
+def update(centers, total, size, empty, far, far_rows, labels, weight, sphere):
     """scikit-learn's center update from the layer's sums: the empty clusters move onto
     the farthest points ``far`` (rows ``far_rows``, shifted), which leave their old
-    clusters; then the means (a center weighing nothing stays). Returns the new centers
-    and their total squared shift."""
+    clusters; then the means (a center weighing nothing stays), with ``sphere`` scaled to
+    unit norm (spherical k-means; a zero mean keeps the old center). Returns the new
+    centers and their total squared shift."""
     for e in range(empty.shape[0]):
         j, i = empty[e], far[e]
         w = weight[i]
@@ -237,6 +239,9 @@ def update(centers, total, size, empty, far, far_rows, labels, weight):
     for j in range(centers.shape[0]):
         if size[j] > 0:
             new[j] = total[j] / size[j]
+            if sphere:
+                norm = np.sqrt(np.sum(new[j] * new[j]))
+                new[j] = new[j] / norm if norm > 0 else centers[j]
         for c in range(centers.shape[1]):
             diff = new[j, c] - centers[j, c]
             shift += diff * diff
@@ -291,7 +296,7 @@ def spent(moved, tol, n_iter, max_iter):
 
 @njit(parallel=True, nogil=True, cache=CACHE)
 def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist, sums,
-               weights):
+               weights, sphere):
     """Every layer of one hard k-means run on dense rows (shifted; ``x_sq``, their squared
     norms). Returns the centers, the layers run and whether the labels converged strictly;
     ``labels`` and ``dist`` hold the final assignment. ``max_iter=0``: that assignment
@@ -315,7 +320,7 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
         n_iter += 1
         empty, far, size = _relocation(weights, dist)
         centers, moved = update(centers, sums.sum(axis=0), size, empty, far, X[far], labels,
-                                weight)
+                                weight, sphere)
         state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
         if state == 1:
             break
@@ -334,7 +339,7 @@ def _csr_rows(data, indices, indptr, rows, d, like):
 
 @njit(parallel=True, nogil=True, cache=CACHE)
 def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, labels,
-             dist, sums, weights):
+             dist, sums, weights, sphere):
     """:func:`dense_loop` for CSR rows."""
     n, d = indptr.shape[0] - 1, centers.shape[1]
     labels_old = np.full(n, -2, dtype=labels.dtype)
@@ -356,7 +361,7 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
         empty, far, size = _relocation(weights, dist)
         centers, moved = update(centers, sums.sum(axis=0), size, empty, far,
                                 _csr_rows(data, indices, indptr, far, d, centers), labels,
-                                weight)
+                                weight, sphere)
         state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
         if state == 1:
             break
