@@ -6,6 +6,8 @@
     python benchmarks/bench_sequence.py --study knn-cost --lengths 256 1024 4096 16384 32768
     python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12
     python benchmarks/bench_sequence.py --study knn-text --seeds 10 11 12
+    python benchmarks/bench_sequence.py --study knn-long --lengths 1024 4096 16384 \
+        --n-train 600 --budget 300 --seeds 10
     python benchmarks/bench_sequence.py --study einsum --lengths 1024 4096 16384 65536
 
 Scale study: one attention block (``KernelAttention``: d_model = 64, 2 heads, 64 FAVOR+
@@ -434,6 +436,62 @@ def knn_task_study(seeds, length, n_train, models):
     return rows
 
 
+LONG_MODELS = ("softmax", "knn k=32")  # softmax attention is torch's SDPA
+LONG_MAX_EPOCHS = 60  # (the classifier's default max_epochs)
+
+
+def _stopped(epochs, max_epochs):
+    """Why a knn-long fit ended: early stopping, the time budget, or the epoch cap."""
+    if epochs < max_epochs:
+        return "plateau"
+    return "budget" if max_epochs < LONG_MAX_EPOCHS else f"{LONG_MAX_EPOCHS} epochs"
+
+
+def knn_long_study(lengths, n_train, budget, seed, models=LONG_MODELS):
+    """The order task at long lengths (two marked tokens anywhere in the sequence: the
+    attention must relate far positions): softmax attention (torch's SDPA) against kNN
+    attention in the same model, each trained to its plateau (the default early stopping)
+    or to ``budget`` seconds, whichever comes first. The epochs that fit in the budget are
+    set from the second epoch's time in a two-epoch fit on 32 sequences (where not even one
+    fits, the model is not trained and the row says so); each epoch's validation accuracy
+    and wall time are kept (``history_``)."""
+    rows = []
+    for length in lengths:
+        X, y = make_order_task(n_train, length=length, random_state=400)
+        Xt, yt = make_order_task(500, length=length, random_state=401)
+        for name in models:
+            params = dict(random_state=seed, device="cpu", **KNN_MODELS[name])
+            seconds = SequenceAttentionClassifier(max_epochs=2, early_stopping=False,
+                                                  **params).fit(X[:32], y[:32]).history_[
+                                                      "seconds"]
+            per_epoch = (seconds[-1] - seconds[0]) * len(X) / 32
+            row = {"task": f"order, L={length}", "length": length, "model": name,
+                   "seed": seed, "n_train": len(X), "budget_seconds": budget,
+                   "epoch_seconds_estimate": per_epoch}
+            if per_epoch > budget:
+                rows.append({**row, "epochs": 0, "stopped": "not trained: an epoch > budget"})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            max_epochs = int(min(budget // per_epoch, LONG_MAX_EPOCHS))
+            start = time.perf_counter()
+            clf = SequenceAttentionClassifier(max_epochs=max_epochs, **params).fit(X, y)
+            row = {**row, "max_epochs": max_epochs, "epochs": clf.n_iter_,
+                   "stopped": _stopped(clf.n_iter_, max_epochs),
+                   "fit_seconds": time.perf_counter() - start,
+                   "curve": [[round(t, 1), round(a, 3)] for t, a in
+                             zip(clf.history_["seconds"], clf.history_["val_accuracy"])],
+                   **_metrics(yt, clf.predict_proba(Xt))}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("\n| length | model | epochs (stopped by) | fit (s) | test accuracy | log loss |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['length']:,} | {r['model']} | {r['epochs']} ({r['stopped']}) | "
+              + (f"{r['fit_seconds']:.0f} | {r['accuracy']:.3f} | {r['log_loss']:.3f} |"
+                 if r["epochs"] else "- | - | - |"))
+    return rows
+
+
 def knn_text_study(seeds, models):
     """Rotten Tomatoes (stratified 80/20 split per seed): kNN attention against softmax
     attention in the same pipeline."""
@@ -464,7 +522,8 @@ def knn_text_study(seeds, models):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", default="tasks", choices=[
-        "scale", "tasks", "text", "knn-cost", "knn-order", "knn-text", "einsum"])
+        "scale", "tasks", "text", "knn-cost", "knn-order", "knn-text", "knn-long",
+        "einsum"])
     parser.add_argument("--lengths", type=int, nargs="+",
                         default=[256, 1024, 4096, 16384, 65536])
     parser.add_argument("--max-matrix-gb", type=float, default=8.0)
@@ -474,7 +533,10 @@ def main():
     parser.add_argument("--n-neighbors", type=int, default=32)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--length", type=int, default=128, help="knn-order's length")
-    parser.add_argument("--n-train", type=int, default=2000, help="knn-order's sequences")
+    parser.add_argument("--n-train", type=int, default=2000,
+                        help="knn-order's and knn-long's sequences")
+    parser.add_argument("--budget", type=float, default=600.0,
+                        help="knn-long: the seconds a fit may train")
     parser.add_argument("--models", nargs="+", choices=list(KNN_MODELS) + list(TEXT_MODELS),
                         help="the models to fit (default: all for knn-order and text; "
                         "softmax and knn k=8, 32 for knn-text)")
@@ -501,6 +563,9 @@ def main():
         rows = knn_task_study(args.seeds, args.length, args.n_train, models)
     elif args.study == "knn-text":
         rows = knn_text_study(args.seeds, models)
+    elif args.study == "knn-long":
+        rows = knn_long_study(args.lengths, args.n_train, args.budget, args.seeds[0],
+                              args.models or LONG_MODELS)
     elif args.study == "scale":
         rows = scale_study(args.lengths, args.max_matrix_gb)
         if args.plot:
@@ -510,7 +575,7 @@ def main():
     else:
         rows = task_study(args.seeds)
     if args.json:
-        if args.study in ("tasks", "text", "knn-order", "knn-text"):  # the machine, once
+        if args.study in ("tasks", "text", "knn-order", "knn-text", "knn-long"):
             rows = {"machine": machine(), "rows": rows}
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
