@@ -670,16 +670,16 @@ def distance_sums(points, labels, n_groups, sample_weight=None, *, runner=_SERIA
         wj = w[members]
         rows = max(1, min(m, (1 << 18) // m))
         if points.X is None:  # CSR: the products of the stored values, not centered
-            Xj, sq = None, norms[members]
+            Xj, sq, keys = None, norms[members], points.gram_keys(members)
         else:
-            Xj = points.rows_of(members)
+            Xj, keys = points.rows_of(members), None
             Xj = Xj - Xj.mean(0)
             sq = Xj.square().sum(1)
 
-        def span(start, stop, Xj=Xj, sq=sq, wj=wj, members=members):
+        def span(start, stop, Xj=Xj, sq=sq, wj=wj, members=members, keys=keys):
             for sl in iter_chunks(stop, rows, start):
                 block = sq[sl, None] + sq
-                gram = points.gram(members, sl) if Xj is None else Xj[sl] @ Xj.T
+                gram = points.gram(members[sl], keys) if Xj is None else Xj[sl] @ Xj.T
                 block.sub_(gram, alpha=2).clamp_(min=0).sqrt_()
                 block.diagonal(offset=sl.start).zero_()
                 out[members[sl]] = block @ wj

@@ -134,14 +134,19 @@ class SparsePointTokens(PointTokens):
         return self.values.new_zeros(chunk.shape[0]).index_add_(0, chunk.rows,
                                                                   chunk.values * own)
 
-    def gram(self, index, sl):
-        """``X[index[sl]] X[index]^T`` as a dense ``(len(sl), len(index))`` block: the
-        dot products of a chunk of the points ``index`` with all of them (a CSR product:
-        only the stored values are read)."""
+    def gram_keys(self, index):
+        """The points ``index`` as the right factor of :meth:`gram` (``X[index]^T``, CSR)."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
-            every = self._csr_rows(index)
-            return (self._csr_rows(index[sl]) @ every.t().to_sparse_csr()).to_dense()
+            return self._csr_rows(index).t().to_sparse_csr()
+
+    def gram(self, index, keys):
+        """``X[index] keys`` as a dense ``(len(index), n_keys)`` block: dot products of
+        the points ``index`` with those of :meth:`gram_keys` (a CSR product: only the
+        stored values are read)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+            return (self._csr_rows(index) @ keys).to_dense()
 
     def _csr_rows(self, index):
         """The rows ``index`` as a torch CSR tensor."""
@@ -151,8 +156,10 @@ class SparsePointTokens(PointTokens):
         which = torch.repeat_interleave(torch.arange(len(index), device=index.device), counts)
         position = start[which] + torch.arange(int(crow[-1]), device=index.device) \
             - crow[:-1][which]
-        return torch.sparse_csr_tensor(crow, self.cols[position], self.values[position],
-                                       (len(index), self.d), check_invariants=False)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+            return torch.sparse_csr_tensor(crow, self.cols[position], self.values[position],
+                                           (len(index), self.d), check_invariants=False)
 
     def _weights(self, chunk, sample_weight):
         return (self.values.new_ones(chunk.shape[0]) if sample_weight is None
@@ -162,16 +169,7 @@ class SparsePointTokens(PointTokens):
         """Dense rows ``index`` (a few: initial centers, relocations)."""
         if index.dim() == 0:
             return self.rows_of(index.reshape(1))[0]
-        index = index.to(self.crow.device)
-        start, stop = self.crow[index], self.crow[index + 1]
-        counts = stop - start
-        which = torch.repeat_interleave(torch.arange(len(index), device=index.device), counts)
-        offset = torch.cumsum(counts, 0) - counts
-        position = start[which] + torch.arange(int(counts.sum()), device=index.device) \
-            - offset[which]
-        out = self.values.new_zeros(len(index), self.d)
-        out[which, self.cols[position]] = self.values[position]
-        return out
+        return self._csr_rows(index).to_dense()
 
 
 def point_tokens(X, device, *, rows, attention, shift=None):

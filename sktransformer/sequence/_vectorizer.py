@@ -112,7 +112,7 @@ class SequenceVectorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Base
         return self
 
     def transform(self, X):
-        """Padded id sequences, ndarray of shape (n_documents, length_), int64."""
+        """Padded id sequences, ndarray of shape ``(n_documents, length_)``, int64."""
         check_is_fitted(self)
         tokens = self._tokens(X)
         out = np.zeros((len(tokens), self.length_), dtype=np.int64)
