@@ -228,24 +228,38 @@ def test_empty_sequences_are_a_clear_error(shape, as_tensor):
         SequenceAttentionClassifier(max_epochs=1).fit(X, np.arange(10) % 2)
 
 
-@pytest.mark.parametrize("make, fit, predict", [
-    (lambda: __import__("sktransformer").ImportanceSampledRFF(n_candidates=10**9),
-     "fit", None),
-    (lambda: __import__("sktransformer").KNNAttentionRegressor(
-        n_samples=10**9, gradient="sampled", max_iter=2), "fit", None),
-    (lambda: __import__("sktransformer").KNNAttentionRegressor(
-        n_samples=10**9, approximation="gumbel", max_iter=2), None, "predict"),
-], ids=["n_candidates", "n_samples sampled gradient", "n_samples gumbel predict"])
-def test_a_parameter_typo_is_an_error_before_any_allocation(make, fit, predict):
+def _skt(name, **params):
+    return lambda: getattr(__import__("sktransformer"), name)(**params)
+
+
+@pytest.mark.parametrize("make, fit, named", [
+    (_skt("ImportanceSampledRFF", n_candidates=10**9), True, "n_candidates"),
+    (_skt("ImportanceSampledRFF", n_components=10**9), True, "n_components"),
+    (_skt("KNNAttentionRegressor", n_samples=10**9, gradient="sampled", max_iter=2), True,
+     "n_samples"),
+    (_skt("KNNAttentionRegressor", n_samples=10**9, approximation="gumbel", max_iter=2),
+     False, "n_samples"),
+    (_skt("KNNAttentionRegressor", n_components=10**9, max_iter=2), True, "n_components"),
+    (_skt("ParticleKernelSampler", n_components=10**9), True, "n_components"),
+    (_skt("ParticleKernelClassifier", n_components=10**9), True, "n_components"),
+    (_skt("SequenceAttentionClassifier", d_model=10**9), True, "d_model"),
+    (_skt("SequenceAttentionClassifier", n_layers=10**9), True, "n_layers"),
+    (_skt("SequenceAttentionClassifier", n_components=10**9), True, "n_components"),
+], ids=["n_candidates", "n_components (its candidates)", "n_samples sampled gradient",
+        "n_samples gumbel predict", "kNN n_components", "sampler n_components",
+        "classifier n_components", "d_model", "n_layers", "sequence n_components"])
+def test_a_parameter_typo_is_an_error_before_any_allocation(make, fit, named):
     import tracemalloc
 
-    X = np.random.default_rng(0).normal(size=(40, 3))
-    y = (X[:, 0] > 0).astype(int)
     estimator = make()
+    rng = np.random.default_rng(0)
+    sequences = type(estimator).__name__.startswith("Sequence")
+    X = rng.integers(1, 20, size=(40, 12)) if sequences else rng.normal(size=(40, 3))
+    y = np.arange(40) % 2
     tracemalloc.start()
     try:
-        with pytest.raises(ValueError, match=r"(n_candidates|n_samples)=1000000000 would "
-                                             r"allocate about .* GiB"):
+        with pytest.raises(ValueError, match=f"{named}=1000000000 would allocate about "
+                                             r".* GiB"):
             if fit:
                 estimator.fit(X, y)
             else:
@@ -254,3 +268,18 @@ def test_a_parameter_typo_is_an_error_before_any_allocation(make, fit, predict):
     finally:
         tracemalloc.stop()
     assert peak < 64 << 20  # numpy's allocations while failing: nothing of the typo's size
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("layout", ["COO", "CSR"])
+def test_a_sparse_tensor_is_a_clear_error(cls, layout):
+    import torch
+
+    estimator = _instance(cls)
+    dense = torch.from_numpy(np.random.default_rng(0).normal(size=(12, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch calls its CSR tensors beta)
+        X = dense.to_sparse() if layout == "COO" else dense.to_sparse_csr()
+    y = _target(estimator, 12)
+    with pytest.raises(TypeError, match=r"sparse torch tensor .*to_dense\(\)"):
+        estimator.fit(X) if y is None else estimator.fit(X, y)
