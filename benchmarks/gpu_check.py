@@ -25,13 +25,17 @@ of its traceback):
    d_model 64, 2 heads, batch 1) at growing lengths: kNN attention (k = 32, exact top-k
    gradient), kernel attention and softmax attention (SDPA); seconds (best of 3 after a
    warm-up) and peak device memory. A method is dropped at longer lengths once it fails.
-6. ``profile``: the top 15 operators by device time of a hard fit's 5 layers (n = 10^6,
+6. ``fused``: the fused assignment kernel (Triton, ``cluster/_fused.py``: no score tile
+   written) against the torch layer's assignment at n = 10^7, d = 128, k = 1024 in
+   float32: seconds a pass (best of 5), the labels that differ and the largest distance
+   difference; ``{"available": false}`` without Triton.
+7. ``profile``: the top 15 operators by device time of a hard fit's 5 layers (n = 10^6,
    d = 128, k = 1024, X a device tensor), by torch's profiler; the device time of all
    operators against the wall time of the same fit unprofiled (``busy_fraction``: below 1,
    the device waits on the host).
-7. ``variant_profiles``: ``profile`` for each variant of section 4 (n = 10^6, d = 32,
+8. ``variant_profiles``: ``profile`` for each variant of section 4 (n = 10^6, d = 32,
    k = 64, 11 layers; the top 10 operators), with the host's waits on the device counted.
-8. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
+9. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
    in ``OUT.suite.log``, the failures named in the JSON; at most 5 minutes.
 
 Sections 1 to 5 took 4 min 43 s on an H200 (2026-12-04; 2 of those minutes were one test
@@ -357,6 +361,35 @@ def variant_profiles(device, n, d, k, layers):
     return rows
 
 
+def fused_assignment(device, n, d, k, repeats=5):
+    """The fused assignment kernel (``cluster/_fused.py``, Triton) against the torch
+    layer's assignment on the same float32 points and centers: seconds a pass, the labels
+    that differ (ties within rounding only) and the largest distance difference."""
+    from sktransformer.cluster import _fused, _lloyd
+
+    g = torch.Generator(device=device).manual_seed(0)
+    X = torch.randn(n, d, generator=g, device=device)
+    shift = X.mean(0)
+    centers = X[torch.randperm(n, generator=g, device=device)[:k]] - shift
+    points = _lloyd.PointTokens(X, rows=_lloyd.layer_rows(n, k, d, None, device), shift=shift)
+    if not _fused.available(points):
+        return {"available": False}
+
+    def torch_pass():
+        labels = torch.empty(n, dtype=torch.long, device=device)
+        dist = points.new_empty(n)
+        _lloyd.layer(points, None, centers, labels=labels, min_dist=dist, accumulate=False)
+        return labels, dist
+
+    (l1, d1), (l2, d2) = torch_pass(), _fused.assign(points, centers)
+    return {"available": True, "n": n, "d": d, "k": k,
+            "torch_s_per_pass": _best(torch_pass, device, repeats),
+            "fused_s_per_pass": _best(lambda: _fused.assign(points, centers), device,
+                                      repeats),
+            "labels_differing": int((l1 != l2).sum()),
+            "max_dist_difference": float((d1 - d2).abs().max())}
+
+
 def whole_suite(log_path, timeout_s=300):
     """The whole test suite on this machine, where estimators' ``device="auto"`` is the GPU,
     in parallel when pytest-xdist is installed."""
@@ -407,6 +440,8 @@ def main(argv=None):
                                                 else (10 ** 6, 32, 64, 50)))),
         ("attention", lambda: attention(device, [256, 512] if small
                                         else [4096, 16384, 65536, 262144])),
+        ("fused", lambda: fused_assignment(device, *((2000, 8, 16) if small
+                                                     else (10 ** 7, 128, 1024)))),
         ("profile", lambda: layer_profile(device, *((2000, 8, 16) if small
                                                     else (10 ** 6, 128, 1024)))),
         ("variant_profiles", lambda: variant_profiles(device, *((2000, 8, 16, 3) if small

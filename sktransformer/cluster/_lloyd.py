@@ -24,6 +24,7 @@ import torch
 
 from ..attention import get_score, matmul_nt, uses_onednn
 from ..utils import ChunkRunner, chunk_rows, iter_chunks, logger, progress
+from . import _fused
 from ._compiled import (
     RowAdder,
     index_add_rows,
@@ -352,6 +353,8 @@ def assign(points, centers, *, runner=_SERIAL):
         compiled = compiled_assign(points, centers)
         if compiled is not None:
             return compiled
+    if _fused.available(points):  # (float32 on a GPU: no score tile written)
+        return _fused.assign(points, centers)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     min_dist = points.new_empty(points.n)
     layer(points, None, centers, labels=labels, min_dist=min_dist, accumulate=False,
