@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from ..attention import get_score, matmul_nt, uses_onednn
+from ..attention import get_score, group_sums, matmul_nt, uses_onednn
 from ..utils import ChunkRunner, chunk_rows, iter_chunks, logger, progress
 from . import _fused
 from ._compiled import (
@@ -451,10 +451,23 @@ def layer(points, sample_weight, centers, *, labels, min_dist, temperature=None,
     sums : Tensor of shape (n_clusters, n_features) or None
         Weighted sums of the members (hard) or ``R^T X`` (soft).
     weight_in_clusters : Tensor of shape (n_clusters,) or None
-    """
-    keys = points.keys(centers)
 
+    Hard layers on the points the fused kernel serves (:mod:`._fused`: dense float32 on
+    a GPU) assign there, without a score tile, and sum the members in a second pass.
+    """
     k = centers.shape[0]
+    if temperature is None and _fused.available(points):
+        fused_labels, fused_dist = _fused.assign(points, centers)
+        labels.copy_(fused_labels)
+        min_dist.copy_(fused_dist)
+        if not accumulate:
+            return None, None
+        w = points.new_ones(points.n) if sample_weight is None else sample_weight
+        if cutoff is not None:  # (beyond its cluster's radius a point weighs nothing)
+            w = w * (min_dist <= (cutoff if len(cutoff) == 1 else cutoff[labels]))
+        return (weighted_sums(points, labels, w, k, runner=runner),
+                group_sums(w, labels, k).to(points.dtype))
+    keys = points.keys(centers)
 
     def span(start, stop):
         acc = points.new_zeros(k + 1, points.width)  # [sums, ..., weight]; row k: discarded

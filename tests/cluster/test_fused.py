@@ -1,10 +1,16 @@
 """The fused assignment kernel (``cluster/_fused.py``) on the CPU, through Triton's
 interpreter (``TRITON_INTERPRET=1``): the labels, distances and runner-up distances of the
 torch layer, without its score tile. (On a GPU: benchmarks/gpu_check.py and the CUDA
-tests.)"""
+tests.)
+
+Triton chooses its interpreter when it is first imported, and torch may import it first,
+so the tests run in a child process started with the variable set."""
 
 import importlib.util
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,32 +19,37 @@ import torch
 from sktransformer import TransformerKMeans
 from sktransformer.cluster import _fused, _lloyd
 
+CHILD = os.environ.get("TRITON_INTERPRET") == "1"
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
     reason="Triton is not installed: it ships with the CUDA builds of torch, and `pip "
            "install triton` runs its kernels on the CPU through the interpreter")
+in_child = pytest.mark.skipif(not CHILD, reason="run under Triton's interpreter by "
+                                                "test_the_kernel_under_the_interpreter")
 
 
-_IMPORTED_INTERPRETED = []  # (set once Triton is imported here, under its interpreter)
+@pytest.mark.skipif(CHILD, reason="(the child run itself)")
+def test_the_kernel_under_the_interpreter():
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(Path(__file__).relative_to(root))], cwd=root,
+                         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "\n8 passed" in run.stdout  # (every test of the child ran)
 
 
 @pytest.fixture
 def interpreted(monkeypatch):
-    """The kernel built under Triton's interpreter. The interpreter is chosen when Triton
-    is first imported (its own library functions are decorated then), so Triton must not
-    have been imported without it; the variable is unset again after the test."""
-    if "triton" in sys.modules and not _IMPORTED_INTERPRETED:
-        pytest.skip("Triton was imported before its interpreter was asked for")
+    """(The child's variable, set again for each test: some set it to 0.)"""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    _fused._kernel()
-    _IMPORTED_INTERPRETED.append(True)
-    yield
 
 
 def _points(X, shift):
     return _lloyd.PointTokens(X, rows=64, shift=shift)
 
 
+@in_child
 @pytest.mark.parametrize("n, d, k", [(300, 20, 37), (64, 16, 64), (5, 3, 130)])
 def test_the_kernel_gives_the_torch_layers_assignment(interpreted, n, d, k):
     g = torch.Generator().manual_seed(n + d + k)
@@ -56,6 +67,7 @@ def test_the_kernel_gives_the_torch_layers_assignment(interpreted, n, d, k):
     np.testing.assert_allclose(second.numpy(), top.values[:, 1].numpy(), rtol=1e-4, atol=1e-3)
 
 
+@in_child
 def test_ties_go_to_the_lowest_index_across_tiles(interpreted):
     X = torch.randn(40, 8, generator=torch.Generator().manual_seed(0))
     centers = torch.zeros(150, 8)
@@ -64,6 +76,7 @@ def test_ties_go_to_the_lowest_index_across_tiles(interpreted):
     assert labels[0] == 3 and float(dist[0]) == pytest.approx(0.0, abs=1e-5)
 
 
+@in_child
 def test_predict_runs_the_kernel_where_the_compiled_loop_does_not(interpreted, monkeypatch):
     X = torch.from_numpy(np.random.default_rng(0).normal(size=(500, 6)).astype(np.float32))
     est = TransformerKMeans(5, random_state=0, device="cpu").fit(X)
@@ -78,3 +91,34 @@ def test_predict_runs_the_kernel_where_the_compiled_loop_does_not(interpreted, m
     calls.clear()                                 # the torch layer
     np.testing.assert_array_equal(np.asarray(est.predict(X)), np.asarray(expected))
     assert not calls
+
+
+@in_child
+@pytest.mark.parametrize("make", [
+    lambda: TransformerKMeans(5, random_state=0, device="cpu", swaps=0, verbose=1),
+    lambda: __import__("sktransformer").TrimmedTransformerKMeans(5, random_state=0,
+                                                                  device="cpu"),
+    lambda: __import__("sktransformer").TransformerKMedoids(5, metric="sqeuclidean",
+                                                             random_state=0, device="cpu"),
+])
+def test_the_layers_on_the_kernel_fit_as_the_torch_layers(interpreted, monkeypatch, make):
+    """Hard layers whose assignment is the kernel's (the members summed after it; trimming's
+    radius as weights of 0) fit what the torch layers fit: verbose=1 keeps
+    TransformerKMeans off the compiled CPU loop, as a GPU would."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("sktransformer"), "disabled", True)
+    rng = np.random.default_rng(1)
+    X = torch.from_numpy(np.concatenate([rng.normal(size=(400, 4)) + 6 * rng.integers(
+        0, 3, size=(400, 1)), rng.normal(scale=40, size=(8, 4))]).astype(np.float32))
+    calls = []
+    real = _fused.assign
+    monkeypatch.setattr(_fused, "assign", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    fused = make().fit(X)
+    assert calls
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    reference = make().fit(X)
+    np.testing.assert_array_equal(np.asarray(fused.labels_), np.asarray(reference.labels_))
+    np.testing.assert_allclose(np.asarray(fused.cluster_centers_),
+                               np.asarray(reference.cluster_centers_), rtol=1e-5, atol=1e-5)
+    assert fused.n_iter_ == reference.n_iter_
