@@ -5,9 +5,9 @@ A program scores a block of points against the centers, one tile of centers at a
 running best and second-best score and the best one's center: the ``(n, k)`` score
 matrix is never written, where the torch layer writes each chunk's tile and reads it back
 for its maximum. It serves the hard layers' assignment (:func:`~._lloyd.layer`, which
-then sums the members) and :func:`~._lloyd.assign` (``predict``) for dense float32 points
-on a CUDA device when Triton is installed (it ships with CUDA builds of torch); the torch
-layer stays the fallback and the reference. With
+then sums the members; ``predict`` is such a layer without the sums) for dense float32
+points on a CUDA device when Triton is installed (it ships with CUDA builds of torch); the
+torch layer stays the fallback and the reference. With
 ``TRITON_INTERPRET=1`` the kernel runs on CPU tensors through Triton's interpreter, which
 is how it is tested without a GPU.
 """

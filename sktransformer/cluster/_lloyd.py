@@ -353,8 +353,6 @@ def assign(points, centers, *, runner=_SERIAL):
         compiled = compiled_assign(points, centers)
         if compiled is not None:
             return compiled
-    if _fused.available(points):  # (float32 on a GPU: no score tile written)
-        return _fused.assign(points, centers)
     labels = torch.empty(points.n, dtype=torch.long, device=points.device)
     min_dist = points.new_empty(points.n)
     layer(points, None, centers, labels=labels, min_dist=min_dist, accumulate=False,
