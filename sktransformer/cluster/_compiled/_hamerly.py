@@ -27,8 +27,8 @@ from ._lloyd import (
     CHUNK,
     _split,
     center_keys,
-    farthest,
     nearest,
+    relocations,
     spent,
     tile,
     update,
@@ -243,12 +243,9 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
                 total[j] = 0
                 size[j] = 0
         empty = np.flatnonzero(members == 0)
-        far = empty
         if empty.shape[0]:  # (rare: exact distances for scikit-learn's relocation)
             _sq_dist(X, centers, labels, dist, 0, n)
-            far = farthest(dist, empty.shape[0])
-            if dist[far[0]] == 0:  # (every point on its center: nothing to relocate)
-                empty, far = empty[:0], far[:0]
+        empty, far = relocations(empty, dist)
         far_from = labels[far]
         previous = centers
         centers, shift = update(centers, total, size, empty, far, X[far], labels, weight,

@@ -249,23 +249,25 @@ def update(centers, total, size, empty, far, far_rows, labels, weight, sphere):
 
 
 @njit(nogil=True, cache=CACHE)
-def farthest(dist, n_empty):
-    """The ``n_empty`` points farthest from their centers, farthest first (ties: the
-    lowest index)."""
-    return np.argsort(-dist, kind="mergesort")[:n_empty]
+def relocations(empty, dist):
+    """The empty clusters that move and the points they move onto: the farthest from
+    their centers, farthest first (ties: the lowest index); none where every point sits
+    on its center (more clusters than distinct points: relocating would only trade one
+    empty cluster for another, scikit-learn's rule)."""
+    if empty.shape[0] == 0:
+        return empty, empty
+    far = np.argsort(-dist, kind="mergesort")[:empty.shape[0]]
+    if dist[far[0]] == 0:
+        return empty[:0], far[:0]
+    return empty, far
 
 
 @njit(nogil=True, cache=CACHE)
 def _relocation(weights, dist):
-    """The empty clusters, the farthest points they move onto, and the clusters' weights;
-    none where every point sits on its center (more clusters than distinct points:
-    relocating would only trade one empty cluster for another, scikit-learn's rule)."""
+    """The empty clusters, the points they move onto (:func:`relocations`), and the
+    clusters' weights."""
     empty, size = empty_clusters(weights)
-    if empty.shape[0] == 0:
-        return empty, empty, size
-    far = farthest(dist, empty.shape[0])
-    if dist[far[0]] == 0:
-        return empty[:0], far[:0], size
+    empty, far = relocations(empty, dist)
     return empty, far, size
 
 
