@@ -401,11 +401,17 @@ def exact_near_zero(points, centers, sq):
         i, j = torch.nonzero(sq[sl] <= bound.mul_(_ROUNDING * eps), as_tuple=True)
         near.append((i + sl.start, j))
     i, j = torch.cat([n[0] for n in near]), torch.cat([n[1] for n in near])
-    step = max(1, (1 << 20) // max(points.d, 1))
-    for sl in iter_chunks(i.numel(), step):
-        diff = points.rows_of(i[sl]) - centers[j[sl]]
-        sq[i[sl], j[sl]] = diff.square().sum(1)
+    sq[i, j] = _by_differences(points, i, centers[j])
     return sq
+
+
+def _by_differences(points, index, vectors):
+    """``||x_index - vectors||^2`` row by row, taking the differences (no cancellation),
+    by chunks of about 2^20 coordinates (the rows of sparse points are made dense)."""
+    out = points.new_empty(index.numel())
+    for sl in iter_chunks(index.numel(), max(1, (1 << 20) // max(points.d, 1))):
+        out[sl] = (points.rows_of(index[sl]) - vectors[sl]).square().sum(1)
+    return out
 
 
 def iter_sq_distances(points, centers):
@@ -631,8 +637,7 @@ def sq_dist_to_own(points, vectors, labels, *, runner=_SERIAL):
             out[sl] = (x_sq + own - 2 * dots).clamp_(min=0)
             near = torch.nonzero(out[sl] <= (x_sq + own) * (_ROUNDING * torch.finfo(
                 out.dtype).eps)).flatten() + sl.start
-            diff = points.rows_of(near) - vectors[labels[near]]
-            out[near] = diff.square().sum(1)
+            out[near] = _by_differences(points, near, vectors[labels[near]])
         return out
 
     def span(start, stop):
