@@ -334,3 +334,31 @@ def test_the_final_assignment_of_a_run_is_reused_wherever_the_points_are(monkeyp
     torch_labels, torch_dist = _lloyd.assign(points, centers.clone())  # (not reused)
     assert torch.equal(torch_labels, labels)
     torch.testing.assert_close(torch_dist, dist, rtol=1e-9, atol=1e-9)
+
+
+def test_the_loops_run_in_parallel_only_their_prange():
+    # numba's other parallel transforms made a team of each array expression, even in a
+    # loop run on one thread; that team's spinning slowed fits on a loaded machine 2-20x
+    from numba.core.cpu import ParallelOptions
+
+    from sktransformer.cluster._compiled import _hamerly
+    from sktransformer.cluster._compiled import _lloyd as compiled
+
+    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, _hamerly.hamerly_loop]
+    for loop in loops:
+        options = ParallelOptions(loop.targetoptions["parallel"])
+        assert options.prange
+        assert not any([options.comprehension, options.reduction, options.inplace_binop,
+                        options.setitem, options.numpy, options.stencil, options.fusion])
+    # the options hold for every signature (a dict is emptied by the first compilation)
+    import numba
+
+    loop = numba.jit(**_hamerly.hamerly_loop.targetoptions)(_hamerly.hamerly_loop.py_func)
+    for dtype in (np.float64, np.float32):
+        X = _data(False, dtype, n=100, d=3)
+        loop(X, (X ** 2).sum(1), np.ones(100, dtype), X[:4].copy(), 3, 0.0, 2,
+             np.empty(100, np.int64), np.empty(100, dtype), True)
+    assert len(loop.signatures) == 2
+    for signature in loop.signatures:
+        parfors = loop.get_metadata(signature)["parfor_diagnostics"].initial_parfors
+        assert len(parfors) == 2  # (the pass's prange and the final distances')

@@ -28,6 +28,7 @@ from ._lloyd import (
     _split,
     center_keys,
     nearest,
+    prange_only,
     relocations,
     spent,
     tile,
@@ -176,7 +177,19 @@ def _sq_dist(X, centers, labels, dist, start, stop):
         dist[i] = _sq_to(X, i, centers, labels[i])
 
 
-@njit(parallel=True, nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE)
+def _emptied(total, size, members):
+    """The clusters left with no member, their sums set to exactly 0 (no rounding left
+    behind). (A function of its own: an array expression in the parallel loop is compiled
+    apart, with a warning that it has nothing to run in parallel.)"""
+    empty = np.flatnonzero(members == 0)
+    for j in empty:
+        total[j] = 0
+        size[j] = 0
+    return empty
+
+
+@njit(parallel=prange_only(), nogil=True, cache=CACHE)
 def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
                  adaptive):
     """:func:`~sktransformer.cluster._compiled._lloyd.dense_loop` with the bounds: its
@@ -238,11 +251,7 @@ def hamerly_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dis
             total += delta[t]
             size += delta_size[t]
             members += delta_count[t]
-        for j in range(k):
-            if members[j] == 0:  # (no rounding left behind)
-                total[j] = 0
-                size[j] = 0
-        empty = np.flatnonzero(members == 0)
+        empty = _emptied(total, size, members)
         if empty.shape[0]:  # (rare: exact distances for scikit-learn's relocation)
             _sq_dist(X, centers, labels, dist, 0, n)
         empty, far = relocations(empty, dist)

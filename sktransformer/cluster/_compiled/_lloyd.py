@@ -29,6 +29,21 @@ from numba import njit, prange
 CHUNK = 256  # rows a thread scores at a time: a (256, k) tile stays in cache
 
 
+def prange_only():
+    """numba's parallel options for the loops: their explicit ``prange`` over the threads'
+    spans runs in parallel, nothing else. Left on, numba also makes a parallel region of
+    every array expression (``labels[:] = -1``, ``total += delta[t]``), even in a loop run on
+    one thread; each then woke a team whose spinning, on a machine with other busy
+    processes, took a 16,000-row fit from 0.3 to 0.7-5.8 s. (numba's options object, not a
+    dict: numba empties a dict as it reads it, and compiled the next signature with every
+    option on.)"""
+    from numba.core.cpu import ParallelOptions
+
+    return ParallelOptions({"prange": True, "comprehension": False, "reduction": False,
+                            "inplace_binop": False, "setitem": False, "numpy": False,
+                            "stencil": False, "fusion": False})
+
+
 def _probe():
     pass
 
@@ -142,7 +157,7 @@ def _shift_span(X, shift, out, sq, start, stop):
         sq[i] = acc
 
 
-@njit(parallel=True, nogil=True, cache=CACHE)
+@njit(parallel=prange_only(), nogil=True, cache=CACHE)
 def shifted(X, shift, n_threads):
     """``X - shift`` (a new array: its pages are first written by the threads, in
     parallel) and the squared norms of its rows, in one pass."""
@@ -296,7 +311,7 @@ def spent(moved, tol, n_iter, max_iter):
 # One thread runs its pass outside any parallel region: an OpenMP team whose other thread
 # only waits still spins it, which on a loaded machine took a digits fit from 3 to 100 ms.
 
-@njit(parallel=True, nogil=True, cache=CACHE)
+@njit(parallel=prange_only(), nogil=True, cache=CACHE)
 def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist, sums,
                weights, sphere):
     """Every layer of one hard k-means run on dense rows (shifted; ``x_sq``, their squared
@@ -339,7 +354,7 @@ def _csr_rows(data, indices, indptr, rows, d, like):
     return out
 
 
-@njit(parallel=True, nogil=True, cache=CACHE)
+@njit(parallel=prange_only(), nogil=True, cache=CACHE)
 def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, labels,
              dist, sums, weights, sphere):
     """:func:`dense_loop` for CSR rows."""
