@@ -416,13 +416,14 @@ def _sq_diff(X, i, y):
     return out
 
 
-@njit(nogil=True, cache=CACHE)
+@njit(nogil=True, cache=CACHE, fastmath={"reassoc", "contract"})
 def _split_cluster(X, weight, center, members, n_layers, n_power):
     """Two centers for a cluster's ``members`` by ``n_layers`` Lloyd layers from its center
     moved one standard deviation either way along the members' principal direction (by
     ``n_power`` power iterations from the farthest member), and the cost they save against
-    the center alone. The members are gathered once, centered, so that every pass is a
-    BLAS product."""
+    the center alone. The members are gathered once, centered; then each power iteration
+    and each layer is one pass over them, every member's dot products summed in vector
+    registers (``reassoc``: the members are few, and a split only proposes a trial)."""
     m, d = members.shape[0], X.shape[1]
     Z = np.empty((m, d))
     w = np.empty(m)
@@ -441,44 +442,62 @@ def _split_cluster(X, weight, center, members, n_layers, n_power):
         total += w[i]
         if acc > sq[far]:
             far = i
-    ZT = np.ascontiguousarray(Z.T)
     v = Z[far].copy()
     variance = 0.0
     for _ in range(n_power):
         norm = np.sqrt(np.dot(v, v))
         if norm == 0:
             break
-        t = np.dot(Z, v / norm)
-        wt = w * t
-        variance = np.dot(wt, t) / max(total, 1e-300)
-        v = np.dot(ZT, wt)
+        u = v / norm
+        v = np.zeros(d)
+        spread = 0.0
+        for i in range(m):
+            t = 0.0
+            for c in range(d):
+                t += Z[i, c] * u[c]
+            wt = w[i] * t
+            spread += wt * t
+            for c in range(d):
+                v[c] += wt * Z[i, c]
+        variance = spread / max(total, 1e-300)
     norm = np.sqrt(np.dot(v, v))
     step = np.sqrt(variance) / norm if norm > 0 else 0.0
-    P = np.empty((d, 2))  # the pair as columns, centered
+    P = np.empty((2, d))  # the pair, centered
     for c in range(d):
-        P[c, 0] = step * v[c]
-        P[c, 1] = -step * v[c]
+        P[0, c] = step * v[c]
+        P[1, c] = -step * v[c]
     after = before
     size = np.empty(2)
-    member_weight = np.empty((m, 2))  # w on the column of each member's half, 0 elsewhere
+    sums = np.empty((2, d))
     for layer in range(n_layers + 1):
-        scores = np.dot(Z, P)
-        half = 0.5 * (P * P).sum(axis=0)
+        last = layer == n_layers
+        half0 = 0.5 * np.dot(P[0], P[0])
+        half1 = 0.5 * np.dot(P[1], P[1])
         size[:] = 0
+        sums[:] = 0
         after = 0.0
         for i in range(m):
-            s0, s1 = scores[i, 0] - half[0], scores[i, 1] - half[1]
+            s0, s1 = 0.0, 0.0
+            for c in range(d):
+                s0 += Z[i, c] * P[0, c]
+                s1 += Z[i, c] * P[1, c]
+            s0 -= half0
+            s1 -= half1
             h = 0 if s0 >= s1 else 1
-            member_weight[i, h], member_weight[i, 1 - h] = w[i], 0.0
             size[h] += w[i]
             after += w[i] * max(sq[i] - 2 * max(s0, s1), 0.0)
-        if layer == n_layers or size[0] == 0 or size[1] == 0:
+            if not last:
+                for c in range(d):
+                    sums[h, c] += w[i] * Z[i, c]
+        if last or size[0] == 0 or size[1] == 0:
             break
-        P = np.dot(ZT, member_weight) / size
+        for h in range(2):
+            for c in range(d):
+                P[h, c] = sums[h, c] / size[h]
     pair = np.empty((2, d), dtype=X.dtype)
     for h in range(2):
         for c in range(d):
-            pair[h, c] = center[c] + P[c, h]
+            pair[h, c] = center[c] + P[h, c]
     return pair, before - after
 
 
