@@ -43,7 +43,7 @@ from ..utils import (
     to_tensor,
     torch_dtype,
 )
-from . import _dask, _likelihood, _lloyd
+from . import _compiled, _dask, _likelihood, _lloyd
 from ._init import initial_generator, kmeans_plusplus, random_rows
 from ._sparse import mean_and_mean_variance, point_tokens
 
@@ -104,7 +104,10 @@ def _mean_and_mean_variance(X, rows, variance=True):
     """Column means (in X's dtype) and the mean of the column variances, chunked: each
     chunk sums in X's dtype (no float64 copy of it), the chunks' sums add in float64.
     ``variance=False`` skips the variances' pass and gives 0.0 for them (a zero ``tol``
-    needs no scale, as in scikit-learn)."""
+    needs no scale, as in scikit-learn). Small CPU data: the compiled passes."""
+    compiled = _compiled.mean_and_mean_variance(X, variance)
+    if compiled is not None:
+        return compiled
     total = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
     for sl in iter_chunks(X.shape[0], rows):
         total += X[sl].sum(0)

@@ -362,3 +362,25 @@ def test_the_loops_run_in_parallel_only_their_prange():
     for signature in loop.signatures:
         parfors = loop.get_metadata(signature)["parfor_diagnostics"].initial_parfors
         assert len(parfors) == 2  # (the pass's prange and the final distances')
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_compiled_moments_are_torchs(dtype, monkeypatch):
+    from sktransformer.cluster import _base
+
+    X = torch.from_numpy(_data(False, dtype, n=999) + 1e3)  # (far from 0: cancellation)
+    mean, mean_var = _compiled.mean_and_mean_variance(X)
+    assert mean.dtype == X.dtype
+    assert _compiled.mean_and_mean_variance(X, variance=False)[1] == 0.0
+    rtol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(mean.numpy(), X.double().mean(0).numpy(), rtol=rtol)
+    np.testing.assert_allclose(mean_var, X.double().var(0, correction=0).mean().item(),
+                               rtol=1e-4 if dtype == np.float32 else 1e-10)
+    # the fit's helper takes them for small CPU data, torch's passes otherwise
+    assert _base._mean_and_mean_variance(X, 64)[1] == mean_var
+    monkeypatch.setattr(_engine, "MOMENTS_MAX", X.numel() - 1)
+    assert _compiled.mean_and_mean_variance(X) is None
+    torch_mean, torch_var = _base._mean_and_mean_variance(X, 64)
+    torch.testing.assert_close(torch_mean, mean)
+    assert torch_var == pytest.approx(mean_var, rel=1e-4 if dtype == np.float32 else 1e-10)
+    assert _compiled.mean_and_mean_variance(X[:, ::2]) is None  # (not contiguous)

@@ -16,6 +16,7 @@ from ._engine import (
     assign,
     kmeans_plusplus,
     lloyd_available,
+    mean_and_mean_variance,
     run_lloyd,
     swap_trials,
     use_bounds,
@@ -32,7 +33,8 @@ from ._sparsemax import sparsemax_sums, sparsemax_sums_available
 from ._trim import trim_pass, trim_pass_available
 
 __all__ = ["assign", "COMPILED_MIN_ELEMENTS", "compiled_available", "index_add_rows",
-           "kmeans_plusplus", "lloyd_available", "nearest_members",
+           "kmeans_plusplus", "lloyd_available", "mean_and_mean_variance",
+           "nearest_members",
            "nearest_members_available", "RowAdder", "run_lloyd", "sparsemax_sums",
            "sparsemax_sums_available", "swap_trials", "trim_pass", "trim_pass_available",
            "use_bounds", "use_compiled"]

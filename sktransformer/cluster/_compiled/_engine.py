@@ -12,7 +12,7 @@ def _build(numba, cache):
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
             "shifted": _lloyd.shifted,
             "hamerly_loop": _hamerly.hamerly_loop, "swap_trials": _lloyd.swap_trials,
-            "kmeans_plusplus": _lloyd.kmeans_plusplus}
+            "kmeans_plusplus": _lloyd.kmeans_plusplus, "moments": _lloyd.moments}
 
 
 _LOOPS = CompiledLoops(_build, "numba's Lloyd loop", "torch's layers")
@@ -206,6 +206,27 @@ def kmeans_plusplus(points, n_clusters, *, generator, sample_weight, n_local_tri
         draws[c] = torch.rand(n_local_trials, dtype=torch.float64, generator=generator)
     indices = torch.from_numpy(_LOOPS.get()["kmeans_plusplus"](X, x_sq, weight, first, draws))
     return torch.from_numpy(X[indices.numpy()]), indices
+
+
+# the compiled moments serve data up to this size: their two passes run on one thread,
+# torch's reductions on all (in a fit of 1,198 x 64 they took 0.17 ms, mostly the
+# temporary X - mean)
+MOMENTS_MAX = 1 << 20
+
+
+def mean_and_mean_variance(X, variance=True):
+    """The column means of the tensor ``X`` (its dtype) and the mean of its column
+    variances (0.0 without ``variance``), compiled, or None where the loops cannot take X
+    (not on the CPU, not float32/64, not contiguous, or more than ``MOMENTS_MAX``
+    values)."""
+    if (X.device.type != "cpu" or X.dtype not in _DTYPES or not X.is_contiguous()
+            or X.numel() > MOMENTS_MAX or X.shape[0] == 0):
+        return None
+    loops = _LOOPS.get()
+    if loops is None:
+        return None
+    mean, mean_var = loops["moments"](X.detach().numpy(), variance)
+    return torch.from_numpy(mean), float(mean_var)
 
 
 def _shifted(points):

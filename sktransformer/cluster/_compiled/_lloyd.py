@@ -146,6 +146,26 @@ def _split(n, t, n_threads):
 
 
 @njit(nogil=True, cache=CACHE)
+def moments(X, variance):
+    """The column means of ``X`` (in its dtype, summed in float64) and, with ``variance``,
+    the mean of the column variances (else 0.0): two passes, no temporary."""
+    n, d = X.shape
+    total = np.zeros(d)
+    for i in range(n):
+        for c in range(d):
+            total[c] += X[i, c]
+    mean = (total / n).astype(X.dtype)
+    if not variance:
+        return mean, 0.0
+    sq = np.zeros(d)
+    for i in range(n):
+        for c in range(d):
+            v = X[i, c] - mean[c]
+            sq[c] += v * v
+    return mean, sq.sum() / (n * d)
+
+
+@njit(nogil=True, cache=CACHE)
 def _shift_span(X, shift, out, sq, start, stop):
     """The rows ``start:stop`` of :func:`shifted`."""
     for i in range(start, stop):
