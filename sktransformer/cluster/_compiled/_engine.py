@@ -1,5 +1,7 @@
 """The calls into the compiled Lloyd loop (:mod:`._lloyd`) from the torch-held points."""
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -45,9 +47,21 @@ _COPY_MAX = 1 << 22  # elements of the shifted copy an assignment alone may make
 _blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
 
 
-def _one_blas_thread():
+# OpenBLAS (scipy's, which numba's np.dot calls) multiplies on the calling thread up to
+# this many multiply-adds a product (its SMP threshold, 65,536 x 4)
+_BLAS_ONE_THREAD_MAX = 1 << 18
+
+
+def _one_blas_thread(points, k):
     """A context in which BLAS runs on one thread: the loop's threads each make their own
-    small products, and a BLAS team inside each would only contend."""
+    small products (chunks of ``CHUNK`` rows against ``k`` centers), and a BLAS team inside
+    each would only contend. No limit where BLAS would not start its team (CSR points make
+    no product; small ones run on the calling thread): setting it and putting it back
+    cost 20 us, a quarter of an iris fit's loop."""
+    from ._lloyd import CHUNK  # (built already: no import cost)
+
+    if points.X is None or min(points.n, CHUNK) * points.d * k <= _BLAS_ONE_THREAD_MAX:
+        return contextlib.nullcontext()
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -159,7 +173,7 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None, sphere=False):
     n_threads = _threads(n)
     sums = np.empty((n_threads, k, points.d if k else 0), dtype=start.dtype)
     weights = np.empty((n_threads, k), dtype=start.dtype)
-    with _one_blas_thread():
+    with _one_blas_thread(points, start.shape[0]):
         if points.X is None:  # (CSR)
             out, n_iter, _ = loops["csr_loop"](
                 _array(points.values), _array(points.cols), points.indptr, weight, start,
