@@ -384,18 +384,3 @@ def test_the_compiled_moments_are_torchs(dtype, monkeypatch):
     torch.testing.assert_close(torch_mean, mean)
     assert torch_var == pytest.approx(mean_var, rel=1e-4 if dtype == np.float32 else 1e-10)
     assert _compiled.mean_and_mean_variance(X[:, ::2]) is None  # (not contiguous)
-
-
-def test_blas_is_held_to_one_thread_only_where_it_would_start_a_team():
-    import contextlib
-
-    from threadpoolctl import threadpool_info
-
-    dense = _points(_data(False, np.float64, n=300, d=12))
-    # 256 rows x 12 x 8 centers: OpenBLAS multiplies on the calling thread anyway
-    assert isinstance(_engine._one_blas_thread(dense, 8), contextlib.nullcontext)
-    assert isinstance(_engine._one_blas_thread(_points(_data(True, np.float64)), 500),
-                      contextlib.nullcontext)  # (CSR: no product)
-    with _engine._one_blas_thread(dense, 100):  # (256 x 12 x 100 > 2^18)
-        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
-        assert blas and all(i["num_threads"] == 1 for i in blas)

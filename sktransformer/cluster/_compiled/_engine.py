@@ -1,7 +1,5 @@
 """The calls into the compiled Lloyd loop (:mod:`._lloyd`) from the torch-held points."""
 
-import contextlib
-
 import numpy as np
 import torch
 
@@ -47,21 +45,12 @@ _COPY_MAX = 1 << 22  # elements of the shifted copy an assignment alone may make
 _blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
 
 
-# OpenBLAS (scipy's, which numba's np.dot calls) multiplies on the calling thread up to
-# this many multiply-adds a product (its SMP threshold, 65,536 x 4)
-_BLAS_ONE_THREAD_MAX = 1 << 18
-
-
-def _one_blas_thread(points, k):
+def _one_blas_thread():
     """A context in which BLAS runs on one thread: the loop's threads each make their own
-    small products (chunks of ``CHUNK`` rows against ``k`` centers), and a BLAS team inside
-    each would only contend. No limit where BLAS would not start its team (CSR points make
-    no product; small ones run on the calling thread): setting it and putting it back
-    cost 20 us, a quarter of an iris fit's loop."""
-    from ._lloyd import CHUNK  # (built already: no import cost)
-
-    if points.X is None or min(points.n, CHUNK) * points.d * k <= _BLAS_ONE_THREAD_MAX:
-        return contextlib.nullcontext()
+    small products, and a BLAS team inside each would only contend. Held for every loop,
+    CSR's too (which makes no product): OpenBLAS's idle workers, woken by earlier calls,
+    otherwise spin beside the loop's threads (a TF-IDF fit at k = 20 took 2.7x
+    scikit-learn's time without the limit, 0.9-1.0x with it)."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -173,7 +162,7 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None, sphere=False):
     n_threads = _threads(n)
     sums = np.empty((n_threads, k, points.d if k else 0), dtype=start.dtype)
     weights = np.empty((n_threads, k), dtype=start.dtype)
-    with _one_blas_thread(points, start.shape[0]):
+    with _one_blas_thread():
         if points.X is None:  # (CSR)
             out, n_iter, _ = loops["csr_loop"](
                 _array(points.values), _array(points.cols), points.indptr, weight, start,
