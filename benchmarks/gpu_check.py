@@ -3,6 +3,8 @@
     python benchmarks/gpu_check.py --out gpu_check.json
     python benchmarks/gpu_check.py --small --device cpu --out /tmp/check.json  # the script itself
     python benchmarks/gpu_check.py --sections device,profile,tests --out short.json
+    pip install --no-deps wheels/*.whl  # the peers (fastkmeans, fast-pytorch-kmeans), first
+    python benchmarks/gpu_check.py --out gpu_check.json --summary benchmarks/results/gpu_peers.json
 
 Sections (each one runs even when an earlier one failed; a failure is recorded with the end
 of its traceback):
@@ -29,13 +31,16 @@ of its traceback):
    written) against the torch layer's assignment at n = 10^7, d = 128, k = 1024 in
    float32: seconds a pass (best of 5), the labels that differ and the largest distance
    difference; ``{"available": false}`` without Triton.
-7. ``profile``: the top 15 operators by device time of a hard fit's 5 layers (n = 10^6,
+7. ``peers``: fastkmeans and fast-pytorch-kmeans (:func:`peers`) against
+   ``TransformerKMeans`` at n = 10^7, d = 128, k = 1024 in float32, seconds per iteration;
+   a peer that is missing or fails is recorded with its error.
+8. ``profile``: the top 15 operators by device time of a hard fit's 5 layers (n = 10^6,
    d = 128, k = 1024, X a device tensor), by torch's profiler; the device time of all
    operators against the wall time of the same fit unprofiled (``busy_fraction``: below 1,
    the device waits on the host).
-8. ``variant_profiles``: ``profile`` for each variant of section 4 (n = 10^6, d = 32,
+9. ``variant_profiles``: ``profile`` for each variant of section 4 (n = 10^6, d = 32,
    k = 64, 11 layers; the top 10 operators), with the host's waits on the device counted.
-9. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
+10. ``suite``: the whole test suite (``device="auto"`` is the GPU there), one line per test
    in ``OUT.suite.log``, the failures named in the JSON; at most 5 minutes.
 
 Sections 1 to 5 took 4 min 43 s on an H200 (2026-12-04; 2 of those minutes were one test
@@ -390,6 +395,58 @@ def fused_assignment(device, n, d, k, repeats=5):
             "max_dist_difference": float((d1 - d2).abs().max())}
 
 
+def peers(device, n, d, k, iters):
+    """The GPU k-means peers on the same float32 data, against ``TransformerKMeans`` on
+    the same device tensor: seconds per iteration from fits of 1 and ``1 + iters``
+    iterations (best of 2 each, none stopped by ``tol``). fast-pytorch-kmeans starts from
+    the same centers; fastkmeans (Answer.AI; numpy in, fp16 on CUDA, chunks moved to the
+    device each iteration) from its own random rows. A peer that is not installed or fails
+    (fast-pytorch-kmeans builds a ``k x n`` mask) is recorded with its error. The device
+    has no network: install the peers' wheels first (``pip install --no-deps
+    wheels/*.whl``, a folder git ignores)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    X = torch.randn(n, d, generator=g, device=device)
+    init = X[torch.randperm(n, generator=g, device=device)[:k]].clone()
+
+    def per_iter(fit):
+        def timed(max_iter):
+            start = time.perf_counter()
+            fit(max_iter)
+            _sync(device)
+            return time.perf_counter() - start
+
+        timed(1)  # (warm-up)
+        t1, t2 = (min(timed(m) for _ in range(2)) for m in (1, 1 + iters))
+        return (t2 - t1) / iters
+
+    def ours(max_iter):
+        _estimator("TransformerKMeans", init.cpu().numpy(), max_iter, device).fit(X)
+
+    def fast_pytorch_kmeans(max_iter):
+        from fast_pytorch_kmeans import KMeans
+
+        KMeans(k, max_iter=max_iter, tol=-1.0, mode="euclidean").fit_predict(
+            X, centroids=init.clone())
+
+    def fastkmeans(max_iter, data=X.cpu().numpy()):
+        from fastkmeans import FastKMeans
+
+        FastKMeans(d, k, niter=max_iter, tol=-1.0, gpu=device.type == "cuda",
+                   seed=0).train(data)
+
+    row = {"n": n, "d": d, "k": k, "iters": iters, "ours_s_per_iter": per_iter(ours),
+           "peers_s_per_iter": {}, "errors": {}}
+    for name, fit in (("fastkmeans", fastkmeans),
+                      ("fast-pytorch-kmeans", fast_pytorch_kmeans)):
+        try:
+            row["peers_s_per_iter"][name] = per_iter(fit)
+        except Exception as error:  # (ImportError, out of memory, ...)
+            row["errors"][name] = f"{type(error).__name__}: {error}"[:300]
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return row
+
+
 def whole_suite(log_path, timeout_s=300):
     """The whole test suite on this machine, where estimators' ``device="auto"`` is the GPU,
     in parallel when pytest-xdist is installed."""
@@ -410,6 +467,29 @@ def _tests_with(lines, *outcomes):
     return sorted(found)
 
 
+def summary(result):
+    """The figures of ``benchmarks/results/gpu_peers.json`` from a check's sections: exact
+    Lloyd against the float32 floor and the peers at n = 10^7, d = 128, k = 1024, and each
+    variant's time a layer over the hard layer's with the device's busy fraction. (No fast
+    precision mode is built yet: ``fast_s_per_iter`` is None.)"""
+    lloyd, peers, device = (result.get(name, {}) for name in ("lloyd", "peers", "device"))
+    busy = {r["variant"]: r.get("busy_fraction") for r in result.get("variant_profiles", [])}
+    return {
+        "device": device.get("name", device.get("device")),
+        "n": lloyd.get("n"), "d": lloyd.get("d"), "k": lloyd.get("k"),
+        "exact_s_per_iter": lloyd.get("seconds_per_iter"),
+        "fast_s_per_iter": None,
+        "fp32_floor_s_per_iter": lloyd.get("floor_seconds"),
+        "ours_s_per_iter_beside_peers": peers.get("ours_s_per_iter"),  # (X on the device)
+        "peers_s_per_iter": peers.get("peers_s_per_iter"),
+        "peer_errors": peers.get("errors"),
+        "variants": [{"variant": r["variant"], "ms_per_layer": r.get("ms_per_layer"),
+                      "ratio_vs_hard": r.get("ratio_vs_hard"),
+                      "busy_fraction": busy.get(r["variant"])}
+                     for r in result.get("variants", [])],
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -419,6 +499,9 @@ def main(argv=None):
     parser.add_argument("--sections", default=None,
                         help="comma-separated sections to run, in the order given "
                              "(default: all, in the docstring's order)")
+    parser.add_argument("--summary", default=None,
+                        help="also write the figures of benchmarks/results/gpu_peers.json "
+                             "here, after every section")
     parser.add_argument("--tests-timeout", type=float, default=None,
                         help="seconds after which the tests section is cut (its log "
                              "still names what ran)")
@@ -442,6 +525,8 @@ def main(argv=None):
                                         else [4096, 16384, 65536, 262144])),
         ("fused", lambda: fused_assignment(device, *((2000, 8, 16) if small
                                                      else (10 ** 7, 128, 1024)))),
+        ("peers", lambda: peers(device, *((2000, 8, 16, 2) if small
+                                          else (10 ** 7, 128, 1024, 5)))),
         ("profile", lambda: layer_profile(device, *((2000, 8, 16) if small
                                                     else (10 ** 6, 128, 1024)))),
         ("variant_profiles", lambda: variant_profiles(device, *((2000, 8, 16, 3) if small
@@ -467,6 +552,9 @@ def main(argv=None):
         print(name, json.dumps(result[name])[:500], flush=True)
         with open(args.out, "w") as f:  # written after every section
             json.dump(result, f, indent=1)
+        if args.summary:
+            with open(args.summary, "w") as f:
+                json.dump(summary(result), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -15,13 +15,22 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 def test_gpu_check_runs_on_the_cpu_at_tiny_sizes(tmp_path):
     out = tmp_path / "check.json"
+    summary = tmp_path / "gpu_peers.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--small", "--device", "cpu", "--out",
-                          str(out)], capture_output=True, text=True, timeout=300)
+                          str(out), "--summary", str(summary)],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
+    figures = json.loads(summary.read_text())  # (the result file's, from the sections)
+    assert figures["device"] == "cpu" and figures["fast_s_per_iter"] is None
+    assert figures["exact_s_per_iter"] == result["lloyd"]["seconds_per_iter"]
+    assert figures["fp32_floor_s_per_iter"] == result["lloyd"]["floor_seconds"]
+    assert [v["variant"] for v in figures["variants"]] == [
+        r["variant"] for r in result["variants"]]
+    assert all(v["busy_fraction"] > 0 for v in figures["variants"])
     # tests are skipped at --small
-    assert set(result) == {"device", "lloyd", "variants", "attention", "fused", "profile",
-                           "variant_profiles"}
+    assert set(result) == {"device", "lloyd", "variants", "attention", "fused", "peers",
+                           "profile", "variant_profiles"}
     # (the fused kernel runs on a CPU only under Triton's interpreter, not asked for here)
     assert result["fused"] == {"available": False}
     assert result["device"]["matmul_tflops"] > 0
@@ -33,6 +42,11 @@ def test_gpu_check_runs_on_the_cpu_at_tiny_sizes(tmp_path):
     variants = result["variants"]
     assert [r["variant"] for r in variants][0] == "hard" and len(variants) == 7
     assert all("error" not in r and math.isfinite(r["ms_per_layer"]) for r in variants)
+    peers = result["peers"]  # (each timed, or its error named: not installed in CI)
+    assert math.isfinite(peers["ours_s_per_iter"])
+    assert set(peers["peers_s_per_iter"]) | set(peers["errors"]) == {
+        "fastkmeans", "fast-pytorch-kmeans"}
+    assert all(math.isfinite(s) for s in peers["peers_s_per_iter"].values())
     top = result["profile"]["top"]
     assert top and all(e["ms"] >= 0 and e["calls"] > 0 for e in top)
     assert result["profile"]["fit_seconds"] > 0 and result["profile"]["busy_seconds"] > 0
