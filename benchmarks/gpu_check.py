@@ -398,7 +398,8 @@ def fused_assignment(device, n, d, k, repeats=5):
 def peers(device, n, d, k, iters):
     """The GPU k-means peers on the same float32 data, against ``TransformerKMeans`` on
     the same device tensor: seconds per iteration from fits of 1 and ``1 + iters``
-    iterations (best of 2 each, none stopped by ``tol``). fast-pytorch-kmeans starts from
+    iterations (ours by :func:`_per_layer`; a peer's best of 2 each; none stopped by
+    ``tol``). fast-pytorch-kmeans starts from
     the same centers; fastkmeans (Answer.AI; numpy in, fp16 on CUDA, chunks moved to the
     device each iteration) from its own random rows. A peer that is not installed or fails
     (fast-pytorch-kmeans builds a ``k x n`` mask) is recorded with its error. The device
@@ -408,7 +409,7 @@ def peers(device, n, d, k, iters):
     X = torch.randn(n, d, generator=g, device=device)
     init = X[torch.randperm(n, generator=g, device=device)[:k]].clone()
 
-    def per_iter(fit):
+    def per_iter(fit):  # (as _per_layer, for a peer's fit of max_iter iterations)
         def timed(max_iter):
             start = time.perf_counter()
             fit(max_iter)
@@ -418,9 +419,6 @@ def peers(device, n, d, k, iters):
         timed(1)  # (warm-up)
         t1, t2 = (min(timed(m) for _ in range(2)) for m in (1, 1 + iters))
         return (t2 - t1) / iters
-
-    def ours(max_iter):
-        _estimator("TransformerKMeans", init.cpu().numpy(), max_iter, device).fit(X)
 
     def fast_pytorch_kmeans(max_iter):
         from fast_pytorch_kmeans import KMeans
@@ -434,7 +432,8 @@ def peers(device, n, d, k, iters):
         FastKMeans(d, k, niter=max_iter, tol=-1.0, gpu=device.type == "cuda",
                    seed=0).train(data)
 
-    row = {"n": n, "d": d, "k": k, "iters": iters, "ours_s_per_iter": per_iter(ours),
+    row = {"n": n, "d": d, "k": k, "iters": iters,
+           "ours_s_per_iter": _per_layer(device, X, init.cpu().numpy(), iters)[0],
            "peers_s_per_iter": {}, "errors": {}}
     for name, fit in (("fastkmeans", fastkmeans),
                       ("fast-pytorch-kmeans", fast_pytorch_kmeans)):
