@@ -191,6 +191,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _point_cost(self, sq_dist):
         return sq_dist
 
+    _cost_is_distance = False  # whether _point_cost is the distance, not its square
+
     def _distance(self, sq_dist):
         return sq_dist.sqrt()
 
@@ -511,8 +513,13 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _log_likelihoods(self, X):
         """Per-sample log-likelihood (numpy float64), and which samples the score counts
         (None: all), by chunks of the score tiles."""
-        points, centers = self._prepare(self._check(X))
-        mixture = self._mixture()
+        X, mixture = self._check(X), self._mixture()
+        out = _compiled.log_likelihoods(X, as_numpy(self.cluster_centers_), mixture,
+                                        attention=self._attention, root=self._cost_is_distance,
+                                        preprocess=self._preprocess)
+        if out is not None:  # (small dense NumPy data: one compiled pass)
+            return out, None
+        points, centers = self._prepare(X)
         out = np.empty(points.n)
         with torch.inference_mode():
             for sl, sq_dist in _lloyd.iter_sq_distances(points, centers):

@@ -150,6 +150,10 @@ class TransformerKMedoids(BaseCircuitClustering):
 
     _distance = _point_cost
 
+    @property
+    def _cost_is_distance(self):
+        return self.metric == "euclidean"
+
     # the mixture behind ``score``: Gaussian for "sqeuclidean", radial Laplace densities
     # exp(-||x - m|| / b) for "euclidean" (the distance is the log-density's slope)
     def _fit_mixture(self, weight, cost):

@@ -126,3 +126,33 @@ def test_swaps_never_raise_the_inertia():
         swapped = TransformerKMeans(9, random_state=seed, device="cpu").fit(X)
         assert swapped.inertia_ <= plain.inertia_ * (1 + 1e-12)
         np.testing.assert_array_equal(swapped.predict(X), swapped.labels_)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: TransformerKMeans(4, random_state=0, device="cpu"),
+    lambda: TransformerKMeans(4, attention="dot", random_state=0, device="cpu"),
+    lambda: TransformerKMeans(4, temperature=2.0, random_state=0, device="cpu"),
+    lambda: SphericalTransformerKMeans(4, random_state=0, device="cpu"),
+    lambda: TrimmedTransformerKMeans(4, random_state=0, device="cpu"),
+    lambda: TransformerKMedoids(4, random_state=0, device="cpu"),
+    lambda: TransformerKMedoids(4, metric="sqeuclidean", random_state=0, device="cpu"),
+])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_compiled_score_is_the_torch_pass(blobs, make, dtype, monkeypatch):
+    """Small dense NumPy data are scored by one compiled pass (distances summed directly);
+    the torch pass (expanded distances by GEMM, in X's dtype) gives the same
+    log-likelihoods up to its rounding."""
+    from sktransformer.cluster import _compiled
+
+    if _compiled.log_likelihoods(blobs, blobs[:2], (np.zeros(2),) * 3,
+                                 attention="euclidean") is None:
+        pytest.skip("numba's loops are not built here")  # (the compiled pass needs them)
+    X = (blobs + np.array([20.0, 20.0, 20.0])).astype(dtype)
+    model = make().fit(X)
+    X_new = X[::3] + dtype(0.25)
+    compiled = model.score_samples(X_new)
+    monkeypatch.setattr(_compiled._engine, "LIKELIHOOD_MAX", 0)
+    by_torch = model.score_samples(X_new)
+    assert compiled.dtype == np.float64 and np.all(np.isfinite(compiled))
+    np.testing.assert_allclose(compiled, by_torch, rtol=1e-9 if dtype == np.float64 else 1e-4,
+                               atol=1e-9 if dtype == np.float64 else 1e-4)

@@ -3,7 +3,8 @@
 ``run_lloyd`` runs a whole hard k-means fit (every layer) in one compiled call where the
 points allow it (:func:`lloyd_available`), with Hamerly's bounds where :func:`use_bounds`
 says; ``kmeans_plusplus`` seeds it, ``swap_trials``
-finds the center swaps to try after it and ``assign`` labels points. The torch layers
+finds the center swaps to try after it, ``assign`` labels points and
+``log_likelihoods`` scores them under the fitted mixture. The torch layers
 serve everything else (GPU tensors, soft and variant updates) and are the reference the
 loop is tested against.
 
@@ -16,6 +17,7 @@ from ._engine import (
     assign,
     kmeans_plusplus,
     lloyd_available,
+    log_likelihoods,
     mean_and_mean_variance,
     run_lloyd,
     swap_trials,
@@ -33,7 +35,8 @@ from ._sparsemax import sparsemax_sums, sparsemax_sums_available
 from ._trim import trim_pass, trim_pass_available
 
 __all__ = ["assign", "COMPILED_MIN_ELEMENTS", "compiled_available", "index_add_rows",
-           "kmeans_plusplus", "lloyd_available", "mean_and_mean_variance",
+           "kmeans_plusplus", "lloyd_available", "log_likelihoods",
+           "mean_and_mean_variance",
            "nearest_members",
            "nearest_members_available", "RowAdder", "run_lloyd", "sparsemax_sums",
            "sparsemax_sums_available", "swap_trials", "trim_pass", "trim_pass_available",

@@ -7,12 +7,13 @@ from ...utils import CompiledLoops, thread_budget
 
 
 def _build(numba, cache):
-    from . import _hamerly, _lloyd  # (numba imported, the loops cached on disk where it can)
+    from . import _hamerly, _lloyd, _mixture  # (numba imported, cached on disk where it can)
 
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
             "shifted": _lloyd.shifted,
             "hamerly_loop": _hamerly.hamerly_loop, "swap_trials": _lloyd.swap_trials,
-            "kmeans_plusplus": _lloyd.kmeans_plusplus, "moments": _lloyd.moments}
+            "kmeans_plusplus": _lloyd.kmeans_plusplus, "moments": _lloyd.moments,
+            "log_likelihoods": _mixture.log_likelihoods}
 
 
 _LOOPS = CompiledLoops(_build, "numba's Lloyd loop", "torch's layers")
@@ -258,3 +259,32 @@ def _array(tensor):
 
 def _numpy(dtype):
     return np.float32 if dtype == torch.float32 else np.float64
+
+
+# the compiled score serves up to this many distance terms (n x k x d): its distances are
+# summed directly, the torch pass's by one GEMM a chunk, then a log-sum-exp in NumPy;
+# score's time, compiled against torch: 0.46 against 0.82 ms at 600 x 64, k = 10, 8.8
+# against 38 ms at 20,000 x 32, k = 16, 68 against 106 ms at 50,000 x 128, k = 32
+# (2^27.6 terms); 126 against 116 ms at 20,000 x 128, k = 256 (2^29.3)
+LIKELIHOOD_MAX = 1 << 28
+
+
+def log_likelihoods(X, centers, mixture, *, attention, root=False, preprocess=None):
+    """The mixture's per-row log-likelihood (numpy float64) of dense numpy ``X`` (float32
+    or float64; ``preprocess(X)`` first where given) at ``centers`` (numpy), the costs its
+    squared Euclidean distances (their square roots with ``root``), in one compiled pass;
+    None where it cannot run (X not a numpy array, a score other than the Euclidean one,
+    more than ``LIKELIHOOD_MAX`` terms, or no compiled loops)."""
+    if (not isinstance(X, np.ndarray) or X.dtype not in (np.float32, np.float64)
+            or attention not in _EUCLIDEAN
+            or X.shape[0] * centers.shape[0] * X.shape[1] > LIKELIHOOD_MAX):
+        return None
+    loops = _LOOPS.get()
+    if loops is None:
+        return None
+    X = X if preprocess is None else preprocess(X)
+    log_weight, offset, slope = mixture
+    return loops["log_likelihoods"](np.ascontiguousarray(X), np.ascontiguousarray(centers),
+                                    np.asarray(log_weight + offset, dtype=np.float64),
+                                    np.asarray(slope, dtype=np.float64), root,
+                                    _threads(X.shape[0]))
