@@ -341,10 +341,11 @@ def test_the_loops_run_in_parallel_only_their_prange():
     # loop run on one thread; that team's spinning slowed fits on a loaded machine 2-20x
     from numba.core.cpu import ParallelOptions
 
-    from sktransformer.cluster._compiled import _hamerly
+    from sktransformer.cluster._compiled import _hamerly, _mixture
     from sktransformer.cluster._compiled import _lloyd as compiled
 
-    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, _hamerly.hamerly_loop]
+    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, _hamerly.hamerly_loop,
+             _mixture.log_likelihoods]
     for loop in loops:
         options = ParallelOptions(loop.targetoptions["parallel"])
         assert options.prange
