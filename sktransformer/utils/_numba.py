@@ -3,8 +3,8 @@
 Each loop's module builds its functions through a :class:`CompiledLoops` (by
 :func:`load`), once per process: numba caches their machine code on disk; where it cannot
 (no writable directory) they are compiled in memory, and where they cannot be built at all
-the caller's torch path serves, with a warning. numba is an extra (``fast``), not a
-requirement: it supports a new Python some months after its release.
+the caller's torch path serves, with a warning. numba is a requirement; the torch paths
+stay for where it cannot be imported (a new Python, some months before numba supports it).
 """
 
 import warnings
