@@ -1,8 +1,8 @@
 """Learned kernels: random features as particles, moved by Langevin dynamics on alignment.
 
 The energy (``_hamiltonian``), the dynamics and the one particle-training function
-(``_langevin``), the default dynamics' steps compiled (``_compiled``), the choices made on
-held-out rows (``_selection``), the estimators
+(``_langevin``), the default dynamics' steps compiled (``_compiled``, its numba loop in
+``_loops``), the choices made on held-out rows (``_selection``), the estimators
 (``_particles``) and the importance-sampling baseline (``_importance``). The feature maps
 themselves are attention's (``sktransformer.attention.features``).
 """
