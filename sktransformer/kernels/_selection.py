@@ -56,11 +56,16 @@ def ridge_validation_error(Phi_train, Y_train, Phi_val, Y_val, penalties=PENALTI
     gram = (At @ A).double()
     rhs = (At @ (Y_train - y_mean).to(A.dtype)).double()
     lam = torch.as_tensor(penalties, dtype=gram.dtype, device=gram.device) * n
-    systems = torch.diag_embed(lam.unsqueeze(1).expand(-1, N)) + gram.unsqueeze(1)
+    P, C = len(lam), rhs.shape[-1]
+    systems = gram.unsqueeze(1).repeat(1, P, 1, 1)
+    systems.diagonal(dim1=-2, dim2=-1).add_(lam.unsqueeze(1))
     L, info = torch.linalg.cholesky_ex(systems)  # (S, penalties, N, N)
-    coef = torch.cholesky_solve(rhs.unsqueeze(1).expand(-1, len(lam), -1, -1), L)
-    pred = (Phi_val - mean).double().unsqueeze(1) @ coef
-    errors = pred.sub_((Y_val - y_mean).double()).square_().sum(3).mean(2)
+    coef = torch.cholesky_solve(rhs.unsqueeze(1).expand(-1, P, -1, -1), L)
+    # every penalty's coefficients side by side: one product per feature map (a broadcast
+    # product would copy the validation features once per penalty)
+    pred = (Phi_val - mean).double() @ coef.permute(0, 2, 1, 3).reshape(S, N, P * C)
+    errors = (pred.view(S, -1, P, C).sub_((Y_val - y_mean).double().unsqueeze(1))
+              .square_().sum(3).mean(1))
     errors = errors.masked_fill((info != 0) | ~torch.isfinite(errors), math.inf).amin(1)
     return errors.tolist() if stacked else float(errors[0])
 
