@@ -108,3 +108,21 @@ def test_the_compiled_steps_serve_the_full_batch_without_noise(monkeypatch):
     assert not calls  # (noise and minibatches draw from torch's generator each step)
     assert math.isfinite(ParticleKernelSampler(8, n_iter=5, random_state=0,
                                                device="cpu").fit(X, y).scale_)
+
+
+@pytest.mark.parametrize("spread", [1.0, 1e4, 1e7])
+def test_the_compiled_features_are_cos_and_sin_to_the_dtypes_precision(spread):
+    """The features' vectorized cos and sin (a reduction by pi / 2 and polynomials) to
+    float64's precision, and the math library's beyond their range (``FAR``)."""
+    from sktransformer.kernels import _loops
+
+    rng = np.random.default_rng(0)
+    # (eighths times small integers: every product and sum exact, whatever BLAS's order)
+    X = np.round(rng.standard_normal((300, 4)) * spread * 8) / 8
+    W, b = rng.integers(-3, 4, (32, 4)).astype(float), rng.integers(0, 50, 32) / 8
+    Phi = np.empty((300, 32))
+    sines = _loops.rff_features(X, W, b, Phi)
+    z = X @ W.T + b
+    assert (np.abs(z).max() > _loops.FAR) == (spread == 1e7)
+    np.testing.assert_allclose(Phi, np.sqrt(2 / 32) * np.cos(z), rtol=0, atol=2e-16)
+    np.testing.assert_allclose(sines, np.sin(z), rtol=0, atol=2e-16)
