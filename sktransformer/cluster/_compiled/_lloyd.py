@@ -222,10 +222,13 @@ def dense_span(X, x_sq, weight, CT, half_sq, labels, dist, acc, size, start, sto
 @njit(nogil=True, cache=CACHE)
 def csr_span(data, indices, indptr, weight, CT, half_sq, labels, dist, acc, size, start,
              stop, accumulate):
-    """The rows ``start:stop`` of a CSR pass, row by row."""
+    """The rows ``start:stop`` of a CSR pass, row by row; accumulating, into ``acc``
+    zeroed here (each thread its own: d is large)."""
     k = CT.shape[1]
     scores = np.empty(k, dtype=CT.dtype)
     own = np.zeros(k, dtype=size.dtype)  # (see dense_span)
+    if accumulate:
+        acc[:] = 0
     for i in range(start, stop):
         scores[:] = 0
         x_sq = 0.0
@@ -378,12 +381,15 @@ def _csr_rows(data, indices, indptr, rows, d, like):
 def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, labels,
              dist, sums, weights, sphere):
     """:func:`dense_loop` for CSR rows."""
-    n, d = indptr.shape[0] - 1, centers.shape[1]
+    n, k, d = indptr.shape[0] - 1, centers.shape[0], centers.shape[1]
     labels_old = np.full(n, -2, dtype=labels.dtype)
+    total = np.empty((k if max_iter else 0, d), dtype=centers.dtype)
     n_iter, state = 0, 0 if max_iter > 0 else 2
     while True:
         accumulate = state == 0
-        CT, half_sq = _keys(centers, sums, weights, accumulate)
+        CT, half_sq = center_keys(centers)
+        if accumulate:
+            weights[:] = 0  # (the sums: zeroed by the spans, each thread its own)
         if n_threads == 1:
             csr_span(data, indices, indptr, weight, CT, half_sq, labels, dist, sums[0],
                      weights[0], 0, n, accumulate)
@@ -395,8 +401,19 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
         if not accumulate:
             break
         n_iter += 1
+        if n_threads == 1:
+            total[:] = sums[0]
+        else:  # (the threads' sums added by column blocks, in thread order)
+            for t in prange(n_threads):
+                low, high = _split(d, t, n_threads)
+                for j in range(k):
+                    for c in range(low, high):
+                        value = sums[0, j, c]
+                        for u in range(1, n_threads):
+                            value += sums[u, j, c]
+                        total[j, c] = value
         empty, far, size = _relocation(weights, dist)
-        centers, moved = update(centers, sums.sum(axis=0), size, empty, far,
+        centers, moved = update(centers, total, size, empty, far,
                                 _csr_rows(data, indices, indptr, far, d, centers), labels,
                                 weight, sphere)
         state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
