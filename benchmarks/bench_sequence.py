@@ -2,7 +2,7 @@
 
     python benchmarks/bench_sequence.py --study scale --plot docs/images/linear_attention_scale.png
     python benchmarks/bench_sequence.py --study tasks --seeds 0 1 2
-    python benchmarks/bench_sequence.py --study text --seeds 10 11 12
+    python benchmarks/bench_sequence.py --study text --seeds 10 11 12 13 14 15 16 17 18 19
     python benchmarks/bench_sequence.py --study knn-cost --lengths 256 1024 4096 16384 32768
     python benchmarks/bench_sequence.py --study knn-order --seeds 10 11 12
     python benchmarks/bench_sequence.py --study knn-text --seeds 10 11 12

@@ -214,7 +214,8 @@ SECTIONS = [
                 "calibration error, log-loss and Brier score (lower is better), fit seconds.",
         "command": "python benchmarks/bench_sequence.py --study tasks --seeds 0 1 2 "
                    "--json benchmarks/results/sequence_tasks.json; "
-                   "python benchmarks/bench_sequence.py --study text --seeds 10 11 12 "
+                   "python benchmarks/bench_sequence.py --study text "
+                   "--seeds 10 11 12 13 14 15 16 17 18 19 "
                    "--models learned fixed softmax \"TF-IDF + LogisticRegression\" "
                    "--json benchmarks/results/sequence_text.json",
         "files": ["sequence_tasks.json", "sequence_text.json"],
