@@ -46,10 +46,10 @@ def langevin(potential, W, *, n_samples, n_iter, step_size, beta=math.inf, radiu
     ``beta = inf`` is projected gradient descent. ``validate(W, step)``, when given, is
     called before the first step, every ``validate_every`` steps and after the last (it may
     change what ``potential`` computes, e.g. a global scale of the particles); a true
-    return ends the run there (early stopping). ``steps(W, count, move_last)``, when given,
-    runs ``count`` steps from ``W`` at once (those up to the next validation) in place of
-    ``potential`` (the same steps compiled: full batch, no noise; see :func:`_torch_steps`
-    for what it returns).
+    return ends the run there (early stopping). ``steps(W, count, move_last, first=step)``,
+    when given, runs ``count`` steps from ``W`` at once (those up to the next validation) in
+    place of ``potential`` (the same steps compiled: full batch, no noise; see
+    :func:`_torch_steps` for what it returns).
 
     Returns
     -------
