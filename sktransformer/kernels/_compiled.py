@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ..utils import CompiledLoops
+from ..utils import CompiledLoops, one_blas_thread
 
 
 def _build(numba, cache):
@@ -26,18 +26,6 @@ def _build(numba, cache):
 
 
 _LOOPS = CompiledLoops(_build, "numba's particle steps", "torch's steps")
-_blas = None  # threadpoolctl's controller, made once
-
-
-def _one_blas_thread():
-    """BLAS on one thread for the steps' small products (numba calls NumPy's BLAS, whose
-    idle workers otherwise spin beside torch's threads after the block: a fit's later
-    torch passes took 3-30x their time)."""
-    global _blas
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
-        _blas = ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
 
 
 def rff_steps(X, Y, b, *, scale, step_size, radius, repulsion, s, eps):
@@ -58,7 +46,7 @@ def rff_steps(X, Y, b, *, scale, step_size, radius, repulsion, s, eps):
     radius = math.inf if radius is None else float(radius)
 
     def steps(U, count, move_last, first=0):
-        with _one_blas_thread():
+        with one_blas_thread():
             U, record = loops["rff_steps"](X_np, Yc_np, y_norm, b_np,
                                            U.to(X.dtype).contiguous().numpy(), float(scale()),
                                            float(step_size), radius, float(repulsion),

@@ -9,16 +9,9 @@ import math
 import numpy as np
 from numba import njit
 
+from ..utils import disk_cache
 
-def _probe():
-    pass
-
-
-try:
-    njit(cache=True)(_probe)
-    CACHE = True
-except RuntimeError:  # (no writable cache directory)
-    CACHE = False
+CACHE = disk_cache()
 
 # pi / 2 in two parts (fdlibm's): q * PIO2_HI is exact for the q below FAR's, so the
 # reduced argument keeps float64's precision
@@ -120,23 +113,23 @@ def rff_steps(X, Yc, y_norm, b, U, scale, step_size, radius, repulsion, s, eps, 
         slope = np.empty((N, N))
         energy, low, total = 0.0, np.inf, 0.0
         for j in range(N):
-            for k in range(N):  # (the pair with itself is taken out below)
-                sq = max(gram[j, j] + gram[k, k] - 2 * gram[j, k], 0.0) + eps * eps
+            slope[j, j] = 0.0  # (no pair with itself)
+            for k in range(N):
+                if k == j:
+                    continue
+                raw = max(gram[j, j] + gram[k, k] - 2 * gram[j, k], 0.0)
+                dist = math.sqrt(raw)  # (the record's)
+                low = min(low, dist)
+                total += dist
+                sq = raw + eps * eps
                 if s == 1.0:
                     pair = 1.0 / math.sqrt(sq)
                 elif s == 0.0:
                     pair = -0.5 * math.log(sq)
                 else:
                     pair = sq ** (-s / 2)
-                energy += pair if k != j else 0.0
-                slope[j, k] = (-0.5 / sq if s == 0.0 else pair / sq * (-s / 2)
-                               ) if k != j else 0.0
-        for j in range(N):  # (the distances' record)
-            for k in range(N):
-                if k != j:
-                    dist = math.sqrt(max(gram[j, j] + gram[k, k] - 2 * gram[j, k], 0.0))
-                    low = min(low, dist)
-                    total += dist
+                energy += pair
+                slope[j, k] = -0.5 / sq if s == 0.0 else pair / sq * (-s / 2)
         rep = np.dot(slope, U64)
         for j in range(N):
             slopes = 0.0

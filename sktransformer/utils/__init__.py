@@ -24,7 +24,7 @@ from ._lanes import LANES, spread
 from ._logging import logger, logs_verbosely, progress, verbosity
 from ._memory import check_allocation
 from ._numba import DTYPES as COMPILED_DTYPES
-from ._numba import CompiledLoops
+from ._numba import CompiledLoops, disk_cache, one_blas_thread
 from ._numba import plain as plain_tensors
 from ._parallel import SMALL_OP, ChunkRunner, single_threaded, thread_budget
 from ._random import make_generator
@@ -59,10 +59,12 @@ __all__ = [
     "make_generator",
     "merge_topk",
     "numpy_dtype",
+    "one_blas_thread",
     "output_space",
     "plain_tensors",
     "progress",
     "dense_values",
+    "disk_cache",
     "resolve_device",
     "sample_stride",
     "single_threaded",

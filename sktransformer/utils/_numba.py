@@ -44,6 +44,40 @@ def load(build, what, instead):
 _UNBUILT = object()
 
 
+def _probe():
+    pass
+
+
+def disk_cache():
+    """Whether numba can cache machine code on disk here (next to the module, or in its
+    user cache directory): the ``cache=`` of a module's loops; with neither writable they
+    are compiled in each process. numba imported."""
+    import numba
+
+    try:
+        numba.njit(cache=True)(_probe)
+        return True
+    except RuntimeError:
+        return False
+
+
+_blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread, around a compiled loop that makes its
+    own small products (numba calls NumPy's BLAS): a BLAS team inside would only contend,
+    and OpenBLAS's idle workers, woken by earlier calls, otherwise spin beside the loop's
+    threads and torch's (a TF-IDF k-means fit at k = 20 took 2.7x scikit-learn's time
+    without the limit, 0.9-1.0x with it; a particle fit's later torch passes 3-30x
+    theirs)."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
+
 class CompiledLoops:
     """One module's compiled loops, built by :func:`load` on first use, once per process.
 

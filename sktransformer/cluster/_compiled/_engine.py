@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from ...utils import CompiledLoops, thread_budget
+from ...utils import CompiledLoops, one_blas_thread, thread_budget
 
 
 def _build(numba, cache):
@@ -42,22 +42,6 @@ TORCH_MIN_BYTES = 1 << 30
 # any size.
 BOUNDS_MIN_ROWS = 10_000
 _COPY_MAX = 1 << 22  # elements of the shifted copy an assignment alone may make (32 MiB)
-
-_blas = None  # threadpoolctl's controller, made once (each limit then costs about 20 us)
-
-
-def _one_blas_thread():
-    """A context in which BLAS runs on one thread: the loop's threads each make their own
-    small products, and a BLAS team inside each would only contend. Held for every loop,
-    CSR's too (which makes no product): OpenBLAS's idle workers, woken by earlier calls,
-    otherwise spin beside the loop's threads (a TF-IDF fit at k = 20 took 2.7x
-    scikit-learn's time without the limit, 0.9-1.0x with it)."""
-    global _blas
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
-        _blas = ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
-
 
 def lloyd_available(points, sample_weight=None, *, n_clusters=None, bounds=None):
     """Whether the compiled loop can run a fit on these point tokens: on the CPU, float32
@@ -163,7 +147,8 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None, sphere=False):
     n_threads = _threads(n)
     sums = np.empty((n_threads, k, points.d if k else 0), dtype=start.dtype)
     weights = np.empty((n_threads, k), dtype=start.dtype)
-    with _one_blas_thread():
+    # (held for every loop, CSR's too, which makes no product: see one_blas_thread)
+    with one_blas_thread():
         if points.X is None:  # (CSR)
             out, n_iter, _ = loops["csr_loop"](
                 _array(points.values), _array(points.cols), points.indptr, weight, start,

@@ -18,13 +18,15 @@ pays. Here one compiled call runs every layer of a fit, the convergence test inc
 
 These are the same layers as the torch path's, so both give the same labels and the same
 centers up to rounding (``tests/cluster/test_compiled.py``). BLAS runs one thread inside
-(the caller holds it there, ``_engine._one_blas_thread``): each of our threads makes its
+(the caller holds it there, ``utils.one_blas_thread``): each of our threads makes its
 own small products. Also here: greedy k-means++ (the torch seeding's draws, passed in), the
 search for center swaps; the loops with ``max_iter=0`` give the assignment alone.
 """
 
 import numpy as np
 from numba import njit, prange
+
+from ...utils import disk_cache
 
 CHUNK = 256  # rows a thread scores at a time: a (256, k) tile stays in cache
 
@@ -44,19 +46,11 @@ def prange_only():
                             "stencil": False, "fusion": False})
 
 
-def _probe():
-    pass
-
-
-# Machine code is cached on disk next to this file, or in numba's user cache directory;
-# with neither writable, it is compiled in each process. (The loops are module functions:
-# functions made inside a builder refer to each other through closure cells, whose
-# contents numba's cache cannot key, so each process compiled them again.)
-try:
-    njit(cache=True)(_probe)
-    CACHE = True
-except RuntimeError:
-    CACHE = False
+# Machine code is cached on disk where numba can (``utils.disk_cache``), else compiled in
+# each process. (The loops are module functions: functions made inside a builder refer to
+# each other through closure cells, whose contents numba's cache cannot key, so each
+# process compiled them again.)
+CACHE = disk_cache()
 
 
 @njit(nogil=True, cache=CACHE)
@@ -383,7 +377,7 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
     """:func:`dense_loop` for CSR rows."""
     n, k, d = indptr.shape[0] - 1, centers.shape[0], centers.shape[1]
     labels_old = np.full(n, -2, dtype=labels.dtype)
-    total = np.empty((k if max_iter else 0, d), dtype=centers.dtype)
+    summed = np.empty((k if max_iter and n_threads > 1 else 0, d), dtype=centers.dtype)
     n_iter, state = 0, 0 if max_iter > 0 else 2
     while True:
         accumulate = state == 0
@@ -401,9 +395,8 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
         if not accumulate:
             break
         n_iter += 1
-        if n_threads == 1:
-            total[:] = sums[0]
-        else:  # (the threads' sums added by column blocks, in thread order)
+        total = sums[0]  # (one thread: its own sums, zeroed again by the next pass)
+        if n_threads > 1:  # (the threads' sums added by column blocks, in thread order)
             for t in prange(n_threads):
                 low, high = _split(d, t, n_threads)
                 for j in range(k):
@@ -411,7 +404,8 @@ def csr_loop(data, indices, indptr, weight, centers, max_iter, tol, n_threads, l
                         value = sums[0, j, c]
                         for u in range(1, n_threads):
                             value += sums[u, j, c]
-                        total[j, c] = value
+                        summed[j, c] = value
+            total = summed
         empty, far, size = _relocation(weights, dist)
         centers, moved = update(centers, total, size, empty, far,
                                 _csr_rows(data, indices, indptr, far, d, centers), labels,
