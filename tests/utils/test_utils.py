@@ -470,3 +470,23 @@ def test_chunk_runner_gives_each_worker_enough_work(monkeypatch):
     assert workers(20_000, work=2 * mkl, onednn=False) == 2
     assert workers(20_000, work=mkl - 1, onednn=False) == 1
     assert workers(10 * rows, work=0, device="meta") == 1  # not the CPU
+
+
+def test_one_blas_thread_limits_blas_inside_and_restores_it_after():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from sktransformer.utils import one_blas_thread
+
+    def blas():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = blas()
+        if not before:
+            pytest.skip("no BLAS library threadpoolctl can see")
+        with one_blas_thread():
+            assert set(blas()) == {1}
+            with one_blas_thread():  # (nested: nothing to change, nothing to restore)
+                assert set(blas()) == {1}
+            assert set(blas()) == {1}
+        assert blas() == before
