@@ -92,6 +92,19 @@ def test_auto_takes_the_bounds_where_they_pay():
     assert _engine.use_bounds(_points(_blobs(n=500)), "hamerly") == "always"
 
 
+def test_adaptive_bounds_stay_on_only_where_a_bounded_pass_costs_less():
+    from sktransformer.cluster._compiled._hamerly import _bounds_pay
+
+    # shares of rows (scored, bounds made exact) and k d measured on uniform and
+    # clustered data, with whether the bounded pass was the faster there
+    assert not _bounds_pay(0.42, 0.62, 16 * 16)  # uniform, early: 1.4 plain passes
+    assert not _bounds_pay(0.15, 0.25, 16 * 16)  # 1.1
+    assert _bounds_pay(0.01, 0.02, 16 * 16)  # clustered: 0.3
+    assert _bounds_pay(0.26, 0.41, 64 * 32)  # uniform, wider keys: 0.64
+    assert not _bounds_pay(1.0, 0.85, 64 * 32)  # every row scored: 1.3
+    assert _bounds_pay(0.43, 0.62, 128 * 64)  # 0.59
+
+
 def test_hamerly_runs_large_dense_data_in_the_compiled_loop(monkeypatch):
     # from TORCH_MIN_ROWS rows the plain loop hands over to the torch layers; the bounds
     # stay compiled

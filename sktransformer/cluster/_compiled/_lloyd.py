@@ -172,45 +172,67 @@ def _shift_span(X, shift, out, sq, start, stop):
 
 
 @njit(parallel=prange_only(), nogil=True, cache=CACHE)
-def shifted(X, shift, n_threads):
-    """``X - shift`` (a new array: its pages are first written by the threads, in
-    parallel) and the squared norms of its rows, in one pass."""
+def shifted(X, shift, out, sq, n_threads):
+    """``out = X - shift`` and ``sq``, the squared norms of its rows, in one pass (the
+    pages of ``out`` first written by the threads, in parallel)."""
     n = X.shape[0]
-    out = np.empty_like(X)
-    sq = np.empty(n, dtype=X.dtype)
     if n_threads == 1:
         _shift_span(X, shift, out, sq, 0, n)
     else:
         for t in prange(n_threads):
             start, stop = _split(n, t, n_threads)
             _shift_span(X, shift, out, sq, start, stop)
-    return out, sq
 
 
 @njit(nogil=True, cache=CACHE)
 def dense_span(X, x_sq, weight, CT, half_sq, labels, dist, acc, size, start, stop,
                accumulate):
-    """The rows ``start:stop`` of a dense pass, by chunks of ``CHUNK`` rows. The weights
-    are summed in a buffer of the thread's own (the threads' rows of ``weights`` share a
-    cache line: summed there, a 2-thread pass took twice one thread's time)."""
+    """The rows ``start:stop`` of a dense pass, by chunks of ``CHUNK`` rows. Accumulating,
+    the new labels and the members' sums, and returns how many labels changed (no
+    distances: a layer needs them only where a cluster empties, :func:`sq_dist`); else
+    the labels and squared distances of the assignment. The weights are summed in a
+    buffer of the thread's own (the threads' rows of ``weights`` share a cache line:
+    summed there, a 2-thread pass took twice one thread's time)."""
     d = X.shape[1]
     own = np.zeros(size.shape[0], dtype=size.dtype)
     buffers = tile(CT.shape[1], X.dtype)
     _, best, label, _ = buffers
+    changed = 0
     for lo in range(start, stop, CHUNK):
         hi = min(lo + CHUNK, stop)
         nearest(np.dot(X[lo:hi], CT), hi - lo, half_sq, buffers, False)
-        for i in range(hi - lo):
-            labels[lo + i] = label[i]
-            dist[lo + i] = max(x_sq[lo + i] - 2 * best[i], 0)
         if not accumulate:
+            for i in range(hi - lo):
+                labels[lo + i] = label[i]
+                dist[lo + i] = max(x_sq[lo + i] - 2 * best[i], 0)
             continue
-        for row in range(lo, hi):  # (a loop of its own: it vectorizes)
-            j, w = labels[row], weight[row]
+        for i in range(hi - lo):
+            changed += labels[lo + i] != label[i]
+            labels[lo + i] = label[i]
+        for i in range(hi - lo):  # (a loop of its own: it vectorizes)
+            j, w = label[i], weight[lo + i]
             own[j] += w
             for c in range(d):
-                acc[j, c] += w * X[row, c]
+                acc[j, c] += w * X[lo + i, c]
     size += own
+    return changed
+
+
+@njit(nogil=True, cache=CACHE)
+def sq_to(X, i, centers, j):
+    """``||X[i] - centers[j]||^2``, measured directly (in the points' dtype)."""
+    out = X.dtype.type(0)
+    for c in range(X.shape[1]):
+        diff = X[i, c] - centers[j, c]
+        out += diff * diff
+    return out
+
+
+@njit(nogil=True, cache=CACHE)
+def sq_dist(X, centers, labels, dist, start, stop):
+    """The rows' squared distances to their centers, into ``dist``."""
+    for i in range(start, stop):
+        dist[i] = sq_to(X, i, centers, labels[i])
 
 
 @njit(nogil=True, cache=CACHE)
@@ -334,30 +356,46 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
     """Every layer of one hard k-means run on dense rows (shifted; ``x_sq``, their squared
     norms). Returns the centers, the layers run and whether the labels converged strictly;
     ``labels`` and ``dist`` hold the final assignment. ``max_iter=0``: that assignment
-    alone (``weight``, ``sums`` and ``weights`` are then not read)."""
+    alone (``weight``, ``sums`` and ``weights`` are then not read).
+
+    A layer reads X and the labels once and writes the labels: it counts the labels that
+    change as it assigns (no copy of the last layer's to compare), and measures no
+    distance unless a cluster empties (the relocation's); strictly converged, the
+    distances to the final centers are measured directly."""
     n = X.shape[0]
-    labels_old = np.full(n, -2, dtype=labels.dtype)
+    changed = np.zeros(n_threads, dtype=np.int64)
+    labels[:] = -1
     n_iter, state = 0, 0 if max_iter > 0 else 2
     while True:
         accumulate = state == 0
         CT, half_sq = _keys(centers, sums, weights, accumulate)
         if n_threads == 1:
-            dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[0], weights[0], 0, n,
-                       accumulate)
+            changed[0] = dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[0],
+                                    weights[0], 0, n, accumulate)
         else:
             for t in prange(n_threads):
                 start, stop = _split(n, t, n_threads)
-                dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[t], weights[t],
-                           start, stop, accumulate)
+                changed[t] = dense_span(X, x_sq, weight, CT, half_sq, labels, dist, sums[t],
+                                        weights[t], start, stop, accumulate)
         if not accumulate:  # (the last assignment, to the final centers)
             break
         n_iter += 1
-        empty, far, size = _relocation(weights, dist)
+        converged = changed.sum() == 0  # (strictly: the centers are these labels' means)
+        empty, size = empty_clusters(weights)
+        if converged or empty.shape[0]:
+            if n_threads == 1:
+                sq_dist(X, centers, labels, dist, 0, n)
+            else:
+                for t in prange(n_threads):
+                    start, stop = _split(n, t, n_threads)
+                    sq_dist(X, centers, labels, dist, start, stop)
+        if converged:
+            state = 1
+            break
+        empty, far = relocations(empty, dist)
         centers, moved = update(centers, sums.sum(axis=0), size, empty, far, X[far], labels,
                                 weight, sphere)
-        state = _stop(labels, labels_old, moved, tol, n_iter, max_iter)
-        if state == 1:
-            break
+        state = 2 if spent(moved, tol, n_iter, max_iter) else 0
     return centers, n_iter, state == 1
 
 
