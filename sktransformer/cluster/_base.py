@@ -104,7 +104,7 @@ def _mean_and_mean_variance(X, rows, variance=True):
     """Column means (in X's dtype) and the mean of the column variances, chunked: each
     chunk sums in X's dtype (no float64 copy of it), the chunks' sums add in float64.
     ``variance=False`` skips the variances' pass and gives 0.0 for them (a zero ``tol``
-    needs no scale, as in scikit-learn). Small CPU data: the compiled passes."""
+    needs no scale, as in scikit-learn). CPU data: the compiled passes."""
     compiled = _compiled.mean_and_mean_variance(X, variance)
     if compiled is not None:
         return compiled

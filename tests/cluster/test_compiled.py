@@ -346,8 +346,8 @@ def test_the_loops_run_in_parallel_only_their_prange():
     from sktransformer.cluster._compiled import _hamerly, _mixture
     from sktransformer.cluster._compiled import _lloyd as compiled
 
-    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, _hamerly.hamerly_loop,
-             _mixture.log_likelihoods]
+    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, compiled.moments,
+             _hamerly.hamerly_loop, _mixture.log_likelihoods]
     for loop in loops:
         options = ParallelOptions(loop.targetoptions["parallel"])
         assert options.prange
@@ -379,11 +379,16 @@ def test_the_compiled_moments_are_torchs(dtype, monkeypatch):
     np.testing.assert_allclose(mean.numpy(), X.double().mean(0).numpy(), rtol=rtol)
     np.testing.assert_allclose(mean_var, X.double().var(0, correction=0).mean().item(),
                                rtol=1e-4 if dtype == np.float32 else 1e-10)
-    # the fit's helper takes them for small CPU data, torch's passes otherwise
-    assert _base._mean_and_mean_variance(X, 64)[1] == mean_var
-    monkeypatch.setattr(_engine, "MOMENTS_MAX", X.numel() - 1)
+    # over two threads' spans: the same, up to the order of the sums
+    monkeypatch.setattr(_engine, "_threads", lambda n: 2)
+    two_mean, two_var = _compiled.mean_and_mean_variance(X)
+    np.testing.assert_allclose(two_mean.numpy(), mean.numpy(), rtol=rtol)
+    assert two_var == pytest.approx(mean_var, rel=1e-5 if dtype == np.float32 else 1e-12)
+    # the fit's helper takes them for CPU data, torch's passes elsewhere
+    assert _base._mean_and_mean_variance(X, 64)[1] == two_var
+    assert _compiled.mean_and_mean_variance(X[:, ::2]) is None  # (not contiguous)
+    monkeypatch.setattr(_engine._LOOPS, "enabled", False)
     assert _compiled.mean_and_mean_variance(X) is None
     torch_mean, torch_var = _base._mean_and_mean_variance(X, 64)
     torch.testing.assert_close(torch_mean, mean)
     assert torch_var == pytest.approx(mean_var, rel=1e-4 if dtype == np.float32 else 1e-10)
-    assert _compiled.mean_and_mean_variance(X[:, ::2]) is None  # (not contiguous)
