@@ -291,10 +291,10 @@ def test_large_dense_fits_with_many_center_coordinates_run_the_torch_layers():
     assert _engine.use_bounds(large, "auto", wide) is None
 
 
-def test_large_float32_fits_run_the_torch_layers():
+def test_large_float32_fits_run_the_loop_whatever_their_center_coordinates():
     large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2), dtype=np.float32))
-    assert not _compiled.lloyd_available(large, n_clusters=2)
-    assert _compiled.lloyd_available(large, n_clusters=2, bounds="always")
+    assert _compiled.lloyd_available(large, n_clusters=_engine.TORCH_MIN_WIDTH)
+    assert _engine.use_bounds(large, "auto", _engine.TORCH_MIN_WIDTH) == "adaptive"
 
 
 def test_large_fits_whose_copy_is_too_large_run_the_torch_layers(monkeypatch):

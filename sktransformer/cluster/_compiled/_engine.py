@@ -21,18 +21,16 @@ _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
 
-# Dense fits of this many rows on run the torch layers (two workers, oneDNN's large tiles)
-# in float32, and in float64 from TORCH_MIN_WIDTH center coordinates (k x d) on: fit times
-# over scikit-learn's, 20 layers from the same start, the torch layers' against the loop's:
-# float32, 0.84 against 0.87 at 2 x 10^6 x 32, k = 16, 0.89 against 0.94 at 10^6 x 16,
-# k = 16; float64, 0.66 against 0.93 at 200,000 x 128, k = 256, 0.78 against 0.83 at
-# 200,000 x 32, k = 128, 0.87 against 0.91 at 200,000 x 128, k = 32 (k x d = 4,096); but
-# 0.95 against 0.90 at 10^6 x 16, k = 16, 1.10 against 0.91 at 2 x 10^6 x 32, k = 16, 1.00
-# against 0.75 at 200,000 x 32, k = 32 (k x d = 1,024). On fewer rows the loop runs
-# whatever k x d: at 100,000 x 32, k = 64 it matched the torch layers even with a scalar
-# arg-max (nearest() made its passes faster).
+# Dense float64 fits of this many rows on run the torch layers (two workers, MKL's large
+# products) from TORCH_MIN_WIDTH center coordinates (k x d) on. Fit times over scikit-
+# learn's, 20 layers from the same start, the torch layers' against the loop's: float64,
+# 0.79 against 0.91 at 200,000 x 128, k = 256 (k x d = 32,768); but 0.97 against 0.86 at
+# 200,000 x 128, k = 128, 0.94 against 0.79 at 200,000 x 64, k = 128, 1.15 against 0.81
+# at 200,000 x 32, k = 128; float32, 0.90 against 0.82 at 200,000 x 128, k = 512, 0.83
+# against 0.76 at 200,000 x 128, k = 256, 1.19 against 0.74 at 10^6 x 16, k = 16, 1.23
+# against 0.82 at 2 x 10^6 x 32, k = 16: float32 keeps the loop.
 TORCH_MIN_ROWS = 1 << 17
-TORCH_MIN_WIDTH = 2048
+TORCH_MIN_WIDTH = 1 << 15
 # and beyond this size of the loop's shifted copy of X: the torch layers shift chunk by
 # chunk, so that a fit of data near the memory's size does not need it twice
 TORCH_MIN_BYTES = 1 << 30
@@ -61,12 +59,12 @@ def lloyd_available(points, sample_weight=None, *, n_clusters=None, bounds=None)
 
 def _torch_fit(points, n_clusters):
     """Whether a fit of ``n_clusters`` centers (None: unknown) on dense points runs the
-    torch layers: from ``TORCH_MIN_ROWS`` rows, in float32, with ``TORCH_MIN_WIDTH`` center
-    coordinates or with a copy of ``TORCH_MIN_BYTES``."""
+    torch layers: from ``TORCH_MIN_ROWS`` rows, in float64 with ``TORCH_MIN_WIDTH`` center
+    coordinates (or an unknown number), or with a copy of ``TORCH_MIN_BYTES``."""
     if points.X is None or points.n < TORCH_MIN_ROWS:
         return False
-    return (points.dtype == torch.float32 or n_clusters is None
-            or n_clusters * points.d >= TORCH_MIN_WIDTH
+    wide = n_clusters is None or n_clusters * points.d >= TORCH_MIN_WIDTH
+    return ((points.dtype == torch.float64 and wide)
             or points.n * points.d * points.X.element_size() >= TORCH_MIN_BYTES)
 
 
