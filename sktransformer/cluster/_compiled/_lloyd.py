@@ -387,7 +387,7 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
     A layer reads X and the labels once and writes the labels: it counts the labels that
     change as it assigns (no copy of the last layer's to compare), and measures no
     distance unless a cluster empties (the relocation's); strictly converged, the
-    distances to the final centers are measured directly."""
+    labels' distances are measured directly."""
     n = X.shape[0]
     changed = np.zeros(n_threads, dtype=np.int64)
     labels[:] = -1
@@ -406,7 +406,7 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
         if not accumulate:  # (the last assignment, to the final centers)
             break
         n_iter += 1
-        converged = changed.sum() == 0  # (strictly: the centers are these labels' means)
+        converged = changed.sum() == 0  # (strictly: the update gives these centers again)
         empty, size = empty_clusters(weights)
         if converged or empty.shape[0]:
             if n_threads == 1:
@@ -415,12 +415,12 @@ def dense_loop(X, x_sq, weight, centers, max_iter, tol, n_threads, labels, dist,
                 for t in prange(n_threads):
                     start, stop = _split(n, t, n_threads)
                     sq_dist(X, centers, labels, dist, start, stop)
-        if converged:
-            state = 1
-            break
         empty, far = relocations(empty, dist)
         centers, moved = update(centers, sums.sum(axis=0), size, empty, far, X[far], labels,
                                 weight, sphere)
+        if converged:  # (as scikit-learn: the updated centers, no last assignment)
+            state = 1
+            break
         state = 2 if spent(moved, tol, n_iter, max_iter) else 0
     return centers, n_iter, state == 1
 
