@@ -194,8 +194,8 @@ def _bounds_pay(scored, tightened, width):
     uniform and clustered data (10^5-10^6 rows, k d = 256-8,192, 2-core AVX-512 Xeon):
     a plain pass ``20 + 0.06 k d``; a bounded one 7 for its book-keeping, 120 for each
     bound made exact (one row read at random: a cache miss, whatever d) and 1.05 plain
-    rows for each row scored. (Scoring fewer than half the rows, the criterion before,
-    kept the bounds on uniform data at k = d = 16, where they cost 1.1-1.4 plain passes.)"""
+    rows for each row scored. (A rule of scoring fewer than half the rows keeps the bounds
+    on uniform data at k = d = 16, where they cost 1.1-1.4 plain passes.)"""
     plain = 20.0 + 0.06 * width
     return 7.0 + 120.0 * tightened + 1.05 * scored * plain < plain
 
