@@ -472,9 +472,11 @@ def test_chunk_runner_gives_each_worker_enough_work(monkeypatch):
     assert workers(10 * rows, work=0, device="meta") == 1  # not the CPU
 
 
-def test_one_blas_thread_limits_blas_inside_and_restores_it_after():
+def test_one_blas_thread_limits_blas_inside_and_restores_it_after(monkeypatch):
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from sktransformer.utils import one_blas_thread
+    from sktransformer.utils import _numba, one_blas_thread
+
+    monkeypatch.setattr(_numba, "_blas", None)  # (listed afresh: every library loaded now)
 
     def blas():
         return [i["num_threads"] for i in threadpoolctl.threadpool_info()
