@@ -117,10 +117,6 @@ def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, ge
     with ``accumulate``, the change of the sums the new labels make. ``counts`` gets the
     rows that changed label, the rows scored and the rows whose upper bound was made
     exact."""
-    moved, top, second, mover, half = geometry
-    rows = np.empty(CHUNK, dtype=np.int64)
-    old = np.empty(CHUNK, dtype=np.int64)
-    G = np.empty((CHUNK, X.shape[1]), dtype=X.dtype)
     buffers = tile(centers.shape[0], X.dtype)
     delta[:] = 0
     delta_size[:] = 0
@@ -140,6 +136,10 @@ def hamerly_span(X, x_sq, weight, centers, CT, half_sq, labels, upper, lower, ge
                     labels[i] = new
         counts[0], counts[1], counts[2] = changed, stop - start, 0
         return
+    moved, top, second, mover, half = geometry
+    rows = np.empty(CHUNK, dtype=np.int64)  # (the rows a chunk scores, their old labels
+    old = np.empty(CHUNK, dtype=np.int64)  # and, where not consecutive, the rows gathered)
+    G = np.empty((CHUNK, X.shape[1]), dtype=X.dtype)
     for lo in range(start, stop, CHUNK):
         hi = min(lo + CHUNK, stop)
         count = 0
