@@ -761,7 +761,7 @@ def run_layers(points, sample_weight, centers, *, update, temperature=None, max_
     """
     if temperature is None and not verbose and getattr(update, "compiled", False):
         k = centers.shape[0]
-        bounds = use_bounds(points, update.algorithm, k)
+        bounds = use_bounds(points, update.algorithm)
         if lloyd_available(points, sample_weight, n_clusters=k, bounds=bounds):
             return run_lloyd(points, sample_weight, centers, max_iter=max_iter, tol=tol,
                              bounds=bounds, sphere=update.sphere)

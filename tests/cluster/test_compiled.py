@@ -279,22 +279,24 @@ def test_a_fit_keeps_torchs_thread_count_from_omp_num_threads():
     assert out.stdout.strip().splitlines()[-1] == "1"
 
 
-def test_large_dense_fits_with_many_center_coordinates_run_the_torch_layers():
-    # (where their large tiles and two workers measured faster than the loop's chunks)
+def test_large_dense_lloyd_fits_with_many_center_coordinates_run_the_torch_layers():
+    # (where their large tiles and two workers measured faster than the plain loop's
+    # chunks; the bounds' loop, scoring in float32, stays compiled)
     small = _points(np.zeros((100, 2)))
     large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2)))
     assert _compiled.lloyd_available(small) and not _compiled.lloyd_available(large)
     wide = _engine.TORCH_MIN_WIDTH // 2
     assert _compiled.lloyd_available(large, n_clusters=wide - 1)
     assert not _compiled.lloyd_available(large, n_clusters=wide)
-    assert _engine.use_bounds(large, "auto", wide - 1) == "adaptive"
-    assert _engine.use_bounds(large, "auto", wide) is None
+    assert _engine.use_bounds(large, "lloyd") is None
+    assert _engine.use_bounds(large, "auto") == "adaptive"
+    assert _compiled.lloyd_available(large, n_clusters=wide, bounds="adaptive")
 
 
 def test_large_float32_fits_run_the_loop_whatever_their_center_coordinates():
     large = _points(np.zeros((_engine.TORCH_MIN_ROWS, 2), dtype=np.float32))
     assert _compiled.lloyd_available(large, n_clusters=_engine.TORCH_MIN_WIDTH)
-    assert _engine.use_bounds(large, "auto", _engine.TORCH_MIN_WIDTH) == "adaptive"
+    assert _engine.use_bounds(large, "auto") == "adaptive"
 
 
 def test_large_fits_whose_copy_is_too_large_run_the_torch_layers(monkeypatch):
@@ -302,6 +304,9 @@ def test_large_fits_whose_copy_is_too_large_run_the_torch_layers(monkeypatch):
     assert _compiled.lloyd_available(large, n_clusters=2)
     monkeypatch.setattr(_engine, "TORCH_MIN_BYTES", large.n * 2 * 8)
     assert not _compiled.lloyd_available(large, n_clusters=2)
+    assert _engine.use_bounds(large, "auto") == "adaptive"  # (its float32 copy: half)
+    monkeypatch.setattr(_engine, "TORCH_MIN_BYTES", large.n * 2 * 4)
+    assert _engine.use_bounds(large, "auto") is None
     sparse = _points(sp.csr_matrix((_engine.TORCH_MIN_ROWS, 2)))
     assert _compiled.lloyd_available(sparse)
 
@@ -346,8 +351,9 @@ def test_the_loops_run_in_parallel_only_their_prange():
     from sktransformer.cluster._compiled import _hamerly, _mixture
     from sktransformer.cluster._compiled import _lloyd as compiled
 
-    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted, compiled.moments,
-             _hamerly.hamerly_loop, _mixture.log_likelihoods]
+    loops = [compiled.dense_loop, compiled.csr_loop, compiled.shifted,
+             compiled.shifted_single, compiled.moments, _hamerly.hamerly_loop,
+             _mixture.log_likelihoods]
     for loop in loops:
         options = ParallelOptions(loop.targetoptions["parallel"])
         assert options.prange
@@ -359,8 +365,8 @@ def test_the_loops_run_in_parallel_only_their_prange():
     loop = numba.jit(**_hamerly.hamerly_loop.targetoptions)(_hamerly.hamerly_loop.py_func)
     for dtype in (np.float64, np.float32):
         X = _data(False, dtype, n=100, d=3)
-        loop(X, (X ** 2).sum(1), np.ones(100, dtype), X[:4].copy(), 3, 0.0, 2,
-             np.empty(100, np.int64), np.empty(100, dtype), True)
+        loop(X, np.zeros(0), X, (X ** 2).sum(1), np.ones(100, dtype), X[:4].copy(), 3, 0.0,
+             2, np.empty(100, np.int64), np.empty(100, dtype), True)
     assert len(loop.signatures) == 2
     for signature in loop.signatures:
         parfors = loop.get_metadata(signature)["parfor_diagnostics"].initial_parfors

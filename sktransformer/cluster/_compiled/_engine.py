@@ -10,7 +10,7 @@ def _build(numba, cache):
     from . import _hamerly, _lloyd, _mixture  # (numba imported, cached on disk where it can)
 
     return {"dense_loop": _lloyd.dense_loop, "csr_loop": _lloyd.csr_loop,
-            "shifted": _lloyd.shifted,
+            "shifted": _lloyd.shifted, "shifted_single": _lloyd.shifted_single,
             "hamerly_loop": _hamerly.hamerly_loop, "swap_trials": _lloyd.swap_trials,
             "kmeans_plusplus": _lloyd.kmeans_plusplus, "moments": _lloyd.moments,
             "log_likelihoods": _mixture.log_likelihoods}
@@ -21,18 +21,22 @@ _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
 
-# Dense float64 fits of this many rows on run the torch layers (two workers, MKL's large
-# products) from TORCH_MIN_WIDTH center coordinates (k x d) on. Fit times over scikit-
-# learn's, 20 layers from the same start, the torch layers' against the loop's: float64,
-# 0.79 against 0.91 at 200,000 x 128, k = 256 (k x d = 32,768); but 0.97 against 0.86 at
-# 200,000 x 128, k = 128, 0.94 against 0.79 at 200,000 x 64, k = 128, 1.15 against 0.81
-# at 200,000 x 32, k = 128; float32, 0.90 against 0.82 at 200,000 x 128, k = 512, 0.83
-# against 0.76 at 200,000 x 128, k = 256, 1.19 against 0.74 at 10^6 x 16, k = 16, 1.23
-# against 0.82 at 2 x 10^6 x 32, k = 16: float32 keeps the loop.
+# Plain Lloyd (algorithm="lloyd") on dense float64 points of this many rows runs the torch
+# layers (two workers, MKL's large products) from TORCH_MIN_WIDTH center coordinates (k x
+# d) on. Fit times over scikit-learn's, 20 layers from the same start, the torch layers'
+# against the loop's: float64, 0.79 against 0.91 at 200,000 x 128, k = 256 (k x d =
+# 32,768); but 0.97 against 0.86 at 200,000 x 128, k = 128, 0.94 against 0.79 at 200,000 x
+# 64, k = 128, 1.15 against 0.81 at 200,000 x 32, k = 128; float32, 0.90 against 0.82 at
+# 200,000 x 128, k = 512, 0.83 against 0.76 at 200,000 x 128, k = 256, 1.19 against 0.74 at
+# 10^6 x 16, k = 16, 1.23 against 0.82 at 2 x 10^6 x 32, k = 16: float32 keeps the loop.
+# The bounds' loop ("auto"), which scores float64 points in float32, stays compiled at any
+# width: 0.53 against the torch layers' 0.82 at 200,000 x 128, k = 256, 0.48 against 0.91 at
+# 200,000 x 32, k = 128, 0.60 against 1.08 at 200,000 x 128, k = 32.
 TORCH_MIN_ROWS = 1 << 17
 TORCH_MIN_WIDTH = 1 << 15
-# and beyond this size of the loop's shifted copy of X: the torch layers shift chunk by
-# chunk, so that a fit of data near the memory's size does not need it twice
+# and beyond this size of the loops' copy of X (shifted; the bounds' loop: float32): the
+# torch layers shift chunk by chunk, so that a fit of data near the memory's size does not
+# need it twice
 TORCH_MIN_BYTES = 1 << 30
 # "auto" takes the bounds from this many rows on: on fewer (fits of a few milliseconds)
 # their book-keeping costs more than it saves: 0.74-0.92 of scikit-learn's time against
@@ -68,16 +72,16 @@ def _torch_fit(points, n_clusters):
             or points.n * points.d * points.X.element_size() >= TORCH_MIN_BYTES)
 
 
-def use_bounds(points, algorithm, n_clusters=None):
-    """How a hard k-means fit of ``n_clusters`` centers on these points uses Hamerly's
-    bounds (:mod:`._hamerly`): ``"always"`` (``algorithm="hamerly"``), ``"adaptive"``
-    (``"auto"``: from ``BOUNDS_MIN_ROWS`` rows on, where the plain loop would run) or
+def use_bounds(points, algorithm):
+    """How a hard k-means fit on these points uses Hamerly's bounds (:mod:`._hamerly`):
+    ``"always"`` (``algorithm="hamerly"``), ``"adaptive"`` (``"auto"``: from
+    ``BOUNDS_MIN_ROWS`` rows on, with a float32 copy of X below ``TORCH_MIN_BYTES``) or
     ``None`` (the plain loop, or the torch layers; CSR points)."""
     if points.X is None or algorithm == "lloyd":
         return None
     if algorithm == "hamerly":
         return "always"
-    if points.n < BOUNDS_MIN_ROWS or _torch_fit(points, n_clusters):
+    if points.n < BOUNDS_MIN_ROWS or points.n * points.d * 4 >= TORCH_MIN_BYTES:
         return None
     return "adaptive"
 
@@ -152,10 +156,10 @@ def _loop(points, weight, centers, max_iter, tol, bounds=None, sphere=False):
                 _array(points.values), _array(points.cols), points.indptr, weight, start,
                 max_iter, float(tol), n_threads, labels, dist, sums, weights, sphere)
         elif bounds:
-            X, x_sq = _shifted(points)
-            out, n_iter, _ = loops["hamerly_loop"](X, x_sq, weight, start, max_iter,
-                                                   float(tol), n_threads, labels, dist,
-                                                   bounds == "adaptive")
+            X, shift, S, x_sq = _scored(points)
+            out, n_iter, _ = loops["hamerly_loop"](X, shift, S, x_sq, weight, start,
+                                                   max_iter, float(tol), n_threads, labels,
+                                                   dist, bounds == "adaptive")
         else:
             X, x_sq = _shifted(points)
             out, n_iter, _ = loops["dense_loop"](X, x_sq, weight, start, max_iter, float(tol),
@@ -228,6 +232,43 @@ def _shifted(points):
         else:
             points.x_sq = torch.from_numpy(x_sq)
         cached = points._compiled_rows = X, x_sq
+    return cached
+
+
+# float64 points are scored in float32 where their shifted values lie within this range
+# (their squares and products far from float32's overflow and underflow); else in float64
+SINGLE_RANGE = (2.0 ** -40, 2.0 ** 40)
+
+
+def _scored(points):
+    """The rows of the bounds' loop (:mod:`._hamerly`): ``(X, shift, S, x_sq)``, the exact
+    rows ``X - shift`` (the points as they are; or, with no shift, their shifted copy
+    where a fit has made it, or points whose shift is zero), the copy ``S`` the loop
+    scores (shifted: float32 for float64 points, made once a fit; float32 points' shifted
+    copy, which is also X) and the squared norms of the exact rows."""
+    cached = points.__dict__.get("_compiled_scored")
+    if cached is not None:
+        return cached
+    none = np.zeros(0)
+    if points.dtype == torch.float32:
+        X, x_sq = _shifted(points)
+        cached = X, none, X, x_sq
+    else:
+        copy = points.__dict__.get("_compiled_rows")
+        X = copy[0] if copy is not None else _array(points.X)
+        shift = (_array(points.shift) if copy is None and points.shift.any()
+                 else np.zeros(points.d))
+        S, x_sq, top = _LOOPS.get()["shifted_single"](X, shift, _threads(points.n))
+        if top > 0 and not SINGLE_RANGE[0] <= top <= SINGLE_RANGE[1]:
+            X, x_sq = _shifted(points)
+            cached = X, none, X, x_sq
+        else:
+            if "x_sq" in points.__dict__:  # (the same norms, up to rounding)
+                x_sq = _array(points.x_sq)
+            else:
+                points.x_sq = torch.from_numpy(x_sq)
+            cached = X, shift if shift.any() else none, S, x_sq
+    points._compiled_scored = cached
     return cached
 
 
