@@ -18,7 +18,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import assert_all_finite, check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..utils import (
@@ -31,6 +31,7 @@ from ..utils import (
     check_squared_scale,
     fit_context,
     follows_input,
+    is_tensor,
     iter_chunks,
     logger,
     logs_verbosely,
@@ -39,6 +40,7 @@ from ..utils import (
     output_space,
     resolve_device,
     sample_stride,
+    squared_scale_error,
     to_numpy,
     to_tensor,
     torch_dtype,
@@ -98,6 +100,25 @@ def check_sample_weight(sample_weight, n_samples, dtype):
     if not np.any(sample_weight > 0):
         raise ValueError("Sample weights must contain at least one non-zero number.")
     return sample_weight
+
+
+def _checked_for_fit(estimator, X, variance):
+    """X (from ``check_data(finite=False)``) checked as ``check_data`` and
+    :func:`check_squared_scale` with ``fit=True`` check it; for dense NumPy X in one
+    compiled pass, whose column means and mean column variance (``variance``) are returned
+    (else None): scikit-learn's own finite check was 9 ms of a 10^6 x 16 fit, the scale's
+    extremes 5 more."""
+    found = _compiled.summary(X, variance) if isinstance(X, np.ndarray) else None
+    if found is None or not np.isfinite(found[0]).all():
+        if not is_tensor(X):  # (the finite values' sums may overflow: the scale's error)
+            assert_all_finite(X.data if sp.issparse(X) else X, input_name="X",
+                              estimator_name=type(estimator).__name__)
+        check_squared_scale(X, fit=True)
+        return None
+    error = squared_scale_error(found[2], *X.shape, X.dtype, underflow=True)
+    if error:
+        raise ValueError(error)
+    return found[:2]
 
 
 def _mean_and_mean_variance(X, rows, variance=True):
@@ -310,8 +331,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def _fit_in_memory(self, X, sample_weight):
         """The fit on in-memory X; returns the number of distinct labels."""
         space = output_space(X)
-        X = check_data(self, X, reset=True, accept_sparse=True)
-        check_squared_scale(X, fit=True)
+        X = check_data(self, X, reset=True, accept_sparse=True, finite=False)
+        found = _checked_for_fit(self, X, variance=self._tol(1.0) != 0)
         n_samples = X.shape[0]
         if n_samples < self.n_clusters:
             raise ValueError(
@@ -326,7 +347,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         device = resolve_device(self.device, data=X)
         generator = make_generator(self.random_state, device=device)
         init_generator = initial_generator(generator, self.random_state)
-        X = self._preprocess(X)
+        X, raw = self._preprocess(X), X
 
         origin = None  # (copy_x=False: the shift made in X itself)
         with torch.inference_mode():
@@ -340,9 +361,13 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             else:
                 Xt = to_tensor(X, device)
                 robust = self._location_and_scale(Xt[::sample_stride(*Xt.shape)])
-                shift, mean_var = (robust if robust is not None
-                                   else _mean_and_mean_variance(
-                                       Xt, rows, variance=self._tol(1.0) != 0))
+                if robust is not None:
+                    shift, mean_var = robust
+                elif found is not None and X is raw:  # (the validation's pass found them)
+                    shift, mean_var = to_tensor(found[0], device), found[1]
+                else:
+                    shift, mean_var = _mean_and_mean_variance(
+                        Xt, rows, variance=self._tol(1.0) != 0)
                 if not self._center_data:
                     shift = torch.zeros_like(shift)
                 if self._in_place() and _shares_memory(X, Xt):

@@ -69,7 +69,7 @@ def dense_values(t, name="X", *, accept_sparse=False):
     return t
 
 
-def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
+def check_data(estimator, X, *, reset, accept_sparse=False, name="X", finite=True):
     """Validate X: a float numpy array (or CSR matrix), or a float tensor where X lives.
 
     Parameters
@@ -81,6 +81,9 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     accept_sparse : bool, default=False
         Whether a scipy sparse matrix is allowed (it is then returned as CSR with sorted,
         unique entries: a copy where the caller's were not, which is never modified).
+    finite : bool, default=True
+        Whether NumPy and sparse X are checked for NaN and infinity here (False: the
+        caller checks them, in a pass of its own; tensors are always checked).
 
     Returns
     -------
@@ -89,7 +92,8 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X"):
     """
     if not is_tensor(X):
         X = validate_data(estimator, X, dtype=FLOAT_DTYPES, order="C",
-                          accept_sparse="csr" if accept_sparse else False, reset=reset)
+                          accept_sparse="csr" if accept_sparse else False, reset=reset,
+                          ensure_all_finite=finite)
         if sp.issparse(X) and not X.has_canonical_format:
             # unsorted or duplicate entries: canonicalize a copy, never the caller's matrix
             X = X.copy()

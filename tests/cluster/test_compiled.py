@@ -398,3 +398,32 @@ def test_the_compiled_moments_are_torchs(dtype, monkeypatch):
     torch_mean, torch_var = _base._mean_and_mean_variance(X, 64)
     torch.testing.assert_close(torch_mean, mean)
     assert torch_var == pytest.approx(mean_var, rel=1e-4 if dtype == np.float32 else 1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_fits_one_pass_finds_the_extremes_and_what_is_not_finite(dtype, n_threads,
+                                                                   monkeypatch):
+    from sktransformer.cluster import _base
+
+    monkeypatch.setattr(_engine, "_threads", lambda n: n_threads)
+    X = _data(False, dtype, n=4999) - 3.0
+    X[1234, 2] = -40.0  # (the largest magnitude, negative, inside a chunk of thread 0)
+    mean, mean_var, largest = _compiled.summary(X)
+    assert largest == 40.0
+    np.testing.assert_allclose(mean, X.astype(np.float64).mean(0),
+                               rtol=1e-6 if dtype == np.float32 else 1e-12)
+    assert _compiled.summary(X, variance=False)[1] == 0.0
+    for bad, message in [(np.nan, "contains NaN"), (np.inf, "contains infinity"),
+                         (-np.inf, "contains infinity")]:
+        Y = X.copy()
+        Y[4000, 1] = bad  # (in thread 1's span with two)
+        assert not np.isfinite(_compiled.summary(Y)[0]).all()
+        with pytest.raises(ValueError, match=message):
+            _base._checked_for_fit(TransformerKMeans(), Y, variance=True)
+    big = X * np.array(1e150 if dtype == np.float64 else 1e18, dtype=dtype)
+    with pytest.raises(ValueError, match="overflow"):
+        _base._checked_for_fit(TransformerKMeans(), big, variance=True)
+    found = _base._checked_for_fit(TransformerKMeans(), X, variance=True)
+    np.testing.assert_array_equal(found[0], mean)
+    assert found[1] == mean_var

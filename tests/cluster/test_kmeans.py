@@ -401,18 +401,27 @@ def test_get_circuit_reproduces_the_fit():
     assert set(circuit.blocks) == {"assign", "reset_points", "update", "reset_centers"}
 
 
-def test_zero_tol_skips_the_variance_pass(monkeypatch):
+@pytest.mark.parametrize("data", ["numpy", "tensor"])
+def test_zero_tol_skips_the_variance_pass(data, monkeypatch):
     # tol's scale, the mean feature variance, is a second pass over X: only a nonzero tol
-    # needs it (scikit-learn skips it too)
-    from sktransformer.cluster import _base
-    asked, real = [], _base._mean_and_mean_variance
+    # needs it (scikit-learn skips it too); NumPy X has it from the validation's pass
+    from sktransformer.cluster import _base, _compiled
 
-    def spy(X, rows, variance=True):
+    asked = []
+    real_pass, real_summary = _base._mean_and_mean_variance, _compiled.summary
+
+    def spy_pass(X, rows, variance=True):
         asked.append(variance)
-        return real(X, rows, variance)
+        return real_pass(X, rows, variance)
 
-    monkeypatch.setattr(_base, "_mean_and_mean_variance", spy)
+    def spy_summary(X, variance=True):
+        asked.append(variance)
+        return real_summary(X, variance)
+
+    monkeypatch.setattr(_base, "_mean_and_mean_variance", spy_pass)
+    monkeypatch.setattr(_compiled, "summary", spy_summary)
     X, k = DATASETS["iris"]
+    X = torch.from_numpy(X) if data == "tensor" else X
     fits = [TransformerKMeans(k, tol=tol, random_state=0, device="cpu").fit(X)
             for tol in (0.0, 1e-4)]
     assert asked == [False, True]

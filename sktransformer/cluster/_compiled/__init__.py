@@ -20,6 +20,7 @@ from ._engine import (
     log_likelihoods,
     mean_and_mean_variance,
     run_lloyd,
+    summary,
     swap_trials,
     use_bounds,
 )
@@ -39,5 +40,6 @@ __all__ = ["assign", "COMPILED_MIN_ELEMENTS", "compiled_available", "index_add_r
            "mean_and_mean_variance",
            "nearest_members",
            "nearest_members_available", "RowAdder", "run_lloyd", "sparsemax_sums",
-           "sparsemax_sums_available", "swap_trials", "trim_pass", "trim_pass_available",
+           "sparsemax_sums_available", "summary", "swap_trials", "trim_pass",
+           "trim_pass_available",
            "use_bounds", "use_compiled"]

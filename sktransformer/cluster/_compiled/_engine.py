@@ -208,11 +208,22 @@ def mean_and_mean_variance(X, variance=True):
     if (X.device.type != "cpu" or X.dtype not in _DTYPES or not X.is_contiguous()
             or X.shape[0] == 0):
         return None
+    found = summary(X.detach().numpy(), variance)
+    return None if found is None else (torch.from_numpy(found[0]), found[1])
+
+
+def summary(X, variance=True):
+    """One fit's passes over the dense numpy ``X`` (float32 or float64, C-contiguous):
+    ``(column means, mean column variance, largest absolute value)`` as
+    :func:`mean_and_mean_variance` and :func:`~sktransformer.utils.check_squared_scale`
+    need them (the means not finite where X is not), or None where the loops cannot run.
+    """
     loops = _LOOPS.get()
-    if loops is None:
+    if loops is None or X.dtype not in (np.float32, np.float64) or X.shape[0] == 0:
         return None
-    mean, mean_var = loops["moments"](X.detach().numpy(), variance, _threads(X.shape[0]))
-    return torch.from_numpy(mean), float(mean_var)
+    mean, mean_var, largest = loops["moments"](np.ascontiguousarray(X), variance,
+                                               _threads(X.shape[0]))
+    return mean, float(mean_var), float(largest)
 
 
 def _shifted(points):

@@ -139,10 +139,23 @@ def _split(n, t, n_threads):
     return (n * t) // n_threads, (n * (t + 1)) // n_threads
 
 
+@njit(nogil=True, cache=CACHE, fastmath={"nnan", "ninf", "nsz", "reassoc"})
+def _extremes(X, start, stop, low, high):
+    """The column minima and maxima of the rows ``start:stop`` into ``low`` and ``high``
+    (vectorized: meaningless where X is not finite, which its sums show)."""
+    for i in range(start, stop):
+        for c in range(X.shape[1]):
+            v = X[i, c]
+            low[c] = min(low[c], v)
+            high[c] = max(high[c], v)
+
+
 @njit(nogil=True, cache=CACHE)
-def _column_sums(X, mean, start, stop, deviations):
-    """The column sums of the rows ``start:stop`` of ``X`` in float64, or of their squared
-    deviations from ``mean`` (in X's dtype)."""
+def _column_sums(X, mean, start, stop, deviations, extremes):
+    """The column sums of the rows ``start:stop`` of ``X`` in float64, and their column
+    minima and maxima into the rows of ``extremes`` (by chunks of rows, each read twice
+    while in cache); or the sums of their squared deviations from ``mean`` (in X's
+    dtype)."""
     d = X.shape[1]
     out = np.zeros(d)
     if deviations:
@@ -150,34 +163,44 @@ def _column_sums(X, mean, start, stop, deviations):
             for c in range(d):
                 v = X[i, c] - mean[c]
                 out[c] += v * v
-    else:
-        for i in range(start, stop):
+        return out
+    low, high = extremes[0], extremes[1]
+    low[:] = np.inf
+    high[:] = -np.inf
+    for lo in range(start, stop, CHUNK):
+        hi = min(lo + CHUNK, stop)
+        for i in range(lo, hi):
             for c in range(d):
                 out[c] += X[i, c]
+        _extremes(X, lo, hi, low, high)
     return out
 
 
 @njit(parallel=prange_only(), nogil=True, cache=CACHE)
 def moments(X, variance, n_threads):
-    """The column means of ``X`` (in its dtype, summed in float64) and, with ``variance``,
-    the mean of the column variances (else 0.0): two passes, no temporary, each thread
-    summing its span of rows, the spans' sums added in order."""
+    """The column means of ``X`` (in its dtype, summed in float64), with ``variance`` the
+    mean of the column variances (else 0.0), and the largest absolute value: two passes,
+    no temporary, each thread summing its span of rows, the spans' sums added in order.
+    (Where X is not finite, neither is the mean.)"""
     n, d = X.shape
     parts = np.empty((n_threads, d))
+    extremes = np.empty((n_threads, 2, d), dtype=X.dtype)
     mean = np.zeros(d, dtype=X.dtype)
+    largest = 0.0
     for deviations in (False, True):
         if deviations and not variance:
-            return mean, 0.0
+            return mean, 0.0, largest
         if n_threads == 1:
-            parts[0] = _column_sums(X, mean, 0, n, deviations)
+            parts[0] = _column_sums(X, mean, 0, n, deviations, extremes[0])
         else:
             for t in prange(n_threads):
                 start, stop = _split(n, t, n_threads)
-                parts[t] = _column_sums(X, mean, start, stop, deviations)
+                parts[t] = _column_sums(X, mean, start, stop, deviations, extremes[t])
         total = parts.sum(axis=0)
         if not deviations:
             mean = (total / n).astype(X.dtype)
-    return mean, total.sum() / (n * d)
+            largest = max(-np.float64(extremes[:, 0].min()), np.float64(extremes[:, 1].max()))
+    return mean, total.sum() / (n * d), largest
 
 
 @njit(nogil=True, cache=CACHE, fastmath={"reassoc", "contract", "nnan", "ninf", "nsz"})
