@@ -112,7 +112,8 @@ def run_lloyd(points, sample_weight, centers, *, max_iter, tol, bounds=None, sph
     out, n_iter, labels, dist = _loop(points, weight, centers, max_iter, tol, bounds=bounds,
                                       sphere=sphere)
     # (not np.dot: numpy's BLAS threads, outside the limit, then spin against the loop's)
-    inertia = float(np.sum(dist * weight, dtype=np.float64))
+    inertia = float(np.sum(dist if sample_weight is None else dist * weight,
+                           dtype=np.float64))
     out, labels, dist = torch.from_numpy(out), torch.from_numpy(labels), torch.from_numpy(dist)
     # the final assignment, for an assign() to these very centers (the mixture's spreads)
     points._compiled_final = out, labels, dist

@@ -203,21 +203,39 @@ def moments(X, variance, n_threads):
     return mean, total.sum() / (n * d), largest
 
 
-@njit(nogil=True, cache=CACHE, fastmath={"reassoc", "contract", "nnan", "ninf", "nsz"})
+@njit(nogil=True, cache=CACHE)
 def _shift_span(X, shift, out, sq, start, stop):
     """The rows ``start:stop`` of :func:`shifted` (``out`` in its own dtype, the squared
-    norms of ``X - shift`` in ``sq``'s); returns their largest absolute value. (X is
-    finite; the norms summed in any order: 0.7x the time of a serial sum, 10^6 x 16.)"""
-    top = 0.0
+    norms of ``X - shift`` in ``sq``'s)."""
     for i in range(start, stop):
         acc = sq.dtype.type(0)
         for c in range(X.shape[1]):
             v = X[i, c] - shift[c]
             out[i, c] = v
             acc += v * v
-            top = max(top, abs(v))
         sq[i] = acc
-    return top
+
+
+@njit(nogil=True, cache=CACHE, fastmath={"nnan", "ninf", "nsz", "reassoc"})
+def _largest(X, shift, start, stop, top):
+    """The largest ``|X - shift|`` of each column over the rows ``start:stop``, into
+    ``top`` (vectorized; X is finite)."""
+    for i in range(start, stop):
+        for c in range(X.shape[1]):
+            top[c] = max(top[c], abs(X[i, c] - shift[c]))
+
+
+@njit(nogil=True, cache=CACHE)
+def _single_span(X, shift, out, sq, start, stop):
+    """The rows ``start:stop`` of :func:`shifted_single`, by chunks of rows (each read
+    twice while in cache: 0.75x the time of one loop that also keeps the largest value);
+    returns their largest absolute value."""
+    top = np.zeros(X.shape[1])
+    for lo in range(start, stop, CHUNK):
+        hi = min(lo + CHUNK, stop)
+        _shift_span(X, shift, out, sq, lo, hi)
+        _largest(X, shift, lo, hi, top)
+    return top.max() if top.shape[0] else 0.0
 
 
 @njit(parallel=prange_only(), nogil=True, cache=CACHE)
@@ -247,11 +265,11 @@ def shifted_single(X, shift, n_threads):
     sq = np.empty(n, dtype=X.dtype)
     tops = np.zeros(n_threads)
     if n_threads == 1:
-        tops[0] = _shift_span(X, shift, out, sq, 0, n)
+        tops[0] = _single_span(X, shift, out, sq, 0, n)
     else:
         for t in prange(n_threads):
             start, stop = _split(n, t, n_threads)
-            tops[t] = _shift_span(X, shift, out, sq, start, stop)
+            tops[t] = _single_span(X, shift, out, sq, start, stop)
     return out, sq, tops.max()
 
 
