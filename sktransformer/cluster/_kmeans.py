@@ -121,21 +121,23 @@ default="k-means++"
         center and a lower bound on the distance to every other one (Hamerly 2010): a
         point whose bounds prove it keeps its center is not scored, the attention skipping
         the keys it can prove irrelevant. The bounds run on NumPy data on the CPU;
-        elsewhere (CSR, tensors on a GPU, ``verbose``) the layers are Lloyd's.
-        ``"auto"``: from 10,000 rows (from 131,072 only where the compiled loop runs:
-        float32, or float64 below 32,768 center coordinates, ``n_clusters *
-        n_features``), the
+        elsewhere (CSR, tensors on a GPU, ``verbose``) the layers are Lloyd's. Their loop
+        scores float64 data in float32 (a copy of X, shifted) and scores again in float64
+        the points whose float32 scores are too close to call: the labels of float64
+        scores, from half the bytes a layer.
+        ``"auto"``: from 10,000 rows (while that float32 copy stays below 1 GiB), the
         bounds where they pay (while many points change cluster, each layer scores all of
         them, and again where a bounded layer would cost more than a plain one), else
         ``"lloyd"``. Bounds pay on data with clusters and fits of many layers; on uniform
-        data ``"auto"`` measured within a few percent of ``"lloyd"``: ask for
-        ``"hamerly"`` on large clustered data, ``"lloyd"`` on data without clusters.
+        data ``"auto"`` runs mostly plain layers: ask for ``"hamerly"`` on large clustered
+        data.
         ``"elkan"`` (scikit-learn's name for its bounds) runs ``"hamerly"``, so code
         written for ``KMeans`` runs unchanged. With one cluster there is nothing to bound:
         the bounds warn and run ``"lloyd"``, as scikit-learn's ``"elkan"`` does.
     copy_x : bool, default=True
         The compiled loop on dense CPU data works on X shifted by its mean, a copy made
-        once a fit (as scikit-learn's ``KMeans``). With ``copy_x=False`` and X a C-ordered
+        once a fit (as scikit-learn's ``KMeans``; the bounds' loop, float32 for float64
+        X: half its size). With ``copy_x=False`` and X a C-ordered
         NumPy array of float32 or float64, it shifts X in place instead and puts it back
         before ``fit`` returns, which may change X by rounding (scikit-learn's
         ``copy_x=False``); any other X is copied anyway.
