@@ -21,14 +21,15 @@ _DTYPES = (torch.float32, torch.float64)
 _EUCLIDEAN = ("euclidean", "dot")  # the scores whose arg-max is the nearest center
 _ROWS_PER_THREAD = 2048  # fewer rows a thread: one thread (a team costs more than it saves)
 
-# Plain Lloyd (algorithm="lloyd") on dense float64 points of this many rows runs the torch
-# layers (two workers, MKL's large products) from TORCH_MIN_WIDTH center coordinates (k x
-# d) on. Fit times over scikit-learn's, 20 layers from the same start, the torch layers'
-# against the loop's: float64, 0.79 against 0.91 at 200,000 x 128, k = 256 (k x d =
-# 32,768); but 0.97 against 0.86 at 200,000 x 128, k = 128, 0.94 against 0.79 at 200,000 x
-# 64, k = 128, 1.15 against 0.81 at 200,000 x 32, k = 128; float32, 0.90 against 0.82 at
-# 200,000 x 128, k = 512, 0.83 against 0.76 at 200,000 x 128, k = 256, 1.19 against 0.74 at
-# 10^6 x 16, k = 16, 1.23 against 0.82 at 2 x 10^6 x 32, k = 16: float32 keeps the loop.
+# The plain loop (algorithm="lloyd", spherical k-means) on dense float64 points of this
+# many rows runs the torch layers (two workers, MKL's large products) from TORCH_MIN_WIDTH
+# center coordinates (k x d) on. Fit times over scikit-learn's, 20 layers from the same
+# start, the torch layers' against the loop's: float64, 0.79 against 0.91 at 200,000 x
+# 128, k = 256 (k x d = 32,768); but 0.97 against 0.86 at 200,000 x 128, k = 128, 0.94
+# against 0.79 at 200,000 x 64, k = 128, 1.15 against 0.81 at 200,000 x 32, k = 128;
+# float32, 0.90 against 0.82 at 200,000 x 128, k = 512, 0.83 against 0.76 at 200,000 x
+# 128, k = 256, 1.19 against 0.74 at 10^6 x 16, k = 16, 1.23 against 0.82 at 2 x 10^6 x
+# 32, k = 16: float32 keeps the loop.
 # The bounds' loop ("auto"), which scores float64 points in float32, stays compiled at any
 # width: 0.53 against the torch layers' 0.82 at 200,000 x 128, k = 256, 0.48 against 0.91 at
 # 200,000 x 32, k = 128, 0.60 against 1.08 at 200,000 x 128, k = 32.
