@@ -139,10 +139,11 @@ def _split(n, t, n_threads):
     return (n * t) // n_threads, (n * (t + 1)) // n_threads
 
 
-@njit(nogil=True, cache=CACHE, fastmath={"nnan", "ninf", "nsz", "reassoc"})
+@njit(nogil=True, cache=CACHE, fastmath={"nnan", "nsz", "reassoc"})
 def _extremes(X, start, stop, low, high):
     """The column minima and maxima of the rows ``start:stop`` into ``low`` and ``high``
-    (vectorized: meaningless where X is not finite, which its sums show)."""
+    (vectorized: meaningless where X holds NaN, which its sums show; infinities, which
+    start the extremes, are kept)."""
     for i in range(start, stop):
         for c in range(X.shape[1]):
             v = X[i, c]
@@ -219,7 +220,7 @@ def _shift_span(X, shift, out, sq, start, stop):
 @njit(nogil=True, cache=CACHE, fastmath={"nnan", "ninf", "nsz", "reassoc"})
 def _largest(X, shift, start, stop, top):
     """The largest ``|X - shift|`` of each column over the rows ``start:stop``, into
-    ``top`` (vectorized; X is finite)."""
+    ``top`` (vectorized: X is finite, and top starts at 0)."""
     for i in range(start, stop):
         for c in range(X.shape[1]):
             top[c] = max(top[c], abs(X[i, c] - shift[c]))
