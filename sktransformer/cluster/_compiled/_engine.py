@@ -240,12 +240,17 @@ def _shifted(points):
             X, x_sq = _LOOPS.get()["shifted"](X, _array(points.shift), _threads(points.n))
         else:
             x_sq = np.einsum("ij,ij->i", X, X)
-        if "x_sq" in points.__dict__:  # (made already: the same norms, up to rounding)
-            x_sq = _array(points.x_sq)
-        else:
-            points.x_sq = torch.from_numpy(x_sq)
-        cached = points._compiled_rows = X, x_sq
+        cached = points._compiled_rows = X, _norms(points, x_sq)
     return cached
+
+
+def _norms(points, x_sq):
+    """The points' squared norms: those the point tokens have made already (the same
+    norms, up to rounding), else ``x_sq``, which become theirs."""
+    if "x_sq" in points.__dict__:
+        return _array(points.x_sq)
+    points.x_sq = torch.from_numpy(x_sq)
+    return x_sq
 
 
 # float64 points are scored in float32 where their shifted values lie within this range
@@ -276,11 +281,7 @@ def _scored(points):
             X, x_sq = _shifted(points)
             cached = X, none, X, x_sq
         else:
-            if "x_sq" in points.__dict__:  # (the same norms, up to rounding)
-                x_sq = _array(points.x_sq)
-            else:
-                points.x_sq = torch.from_numpy(x_sq)
-            cached = X, shift if shift.any() else none, S, x_sq
+            cached = X, shift if shift.any() else none, S, _norms(points, x_sq)
     points._compiled_scored = cached
     return cached
 

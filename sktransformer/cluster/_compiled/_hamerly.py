@@ -164,11 +164,7 @@ def _sq_to(X, shift, i, centers, j):
             diff = (X[i, c] - shift[c]) - centers[j, c]
             out += diff * diff
         return out
-    own = X.dtype.type(0)
-    for c in range(X.shape[1]):
-        gap = X[i, c] - centers[j, c]
-        own += gap * gap
-    return np.float64(own)
+    return np.float64(sq_to(X, i, centers, j))
 
 
 @njit(nogil=True, cache=CACHE)
