@@ -402,10 +402,10 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             self.labels_ = to_numpy(labels.to(torch.int32))  # (half the copy off a GPU)
             self._store(update, points)
             self._set_mixture(self.labels_, to_numpy(self._point_cost(min_dist)),
-                              sample_weight)
+                              sample_weight, raw)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
-        self._n_features_out = self.n_clusters
+        self._n_features_out = self.n_clusters_ = self.n_clusters
         # (trimmed points are -1: counted in the first bin, left out)
         n_distinct = np.count_nonzero(
             np.bincount(self.labels_ + 1, minlength=self.n_clusters + 1)[1:])
@@ -428,7 +428,7 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._preprocess(X)
         device = resolve_device(self.device, fallback=True, data=X)
         centers = to_tensor(self.cluster_centers_, device, dtype=torch_dtype(X))
-        rows = _lloyd.layer_rows(X.shape[0], self.n_clusters,
+        rows = _lloyd.layer_rows(X.shape[0], self.n_clusters_,
                                  0 if sp.issparse(X) else X.shape[1], self.batch_size, device)
         points = point_tokens(X, device, rows=rows, attention=self._attention,
                               shift=centers.mean(0))
@@ -527,11 +527,12 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
 
     def _n_parameters(self):
         """Free parameters of the fitted mixture: centers, spreads and weights."""
-        k, d = self.n_clusters, self.n_features_in_
+        k, d = self.n_clusters_, self.n_features_in_
         return k * d + k + k - 1
 
-    def _set_mixture(self, labels, cost, sample_weight):
-        """Fit the mixture from the training points' labels (-1: left out) and costs."""
+    def _set_mixture(self, labels, cost, sample_weight, X=None):
+        """Fit the mixture from the training points' labels (-1: left out) and costs
+        (``X``: the training data, where the mixture reads it)."""
         weight, summed = _likelihood.member_sums(labels, cost, sample_weight, self.n_clusters)
         self._fit_mixture(weight, summed)
 

@@ -224,7 +224,7 @@ def fit(estimator, X, sample_weight):
                                     X.chunks[0])
     estimator.inertia_ = best["inertia"]
     estimator.n_iter_ = best["n_iter"]
-    estimator._n_features_out = k
+    estimator._n_features_out = estimator.n_clusters_ = k
     if "thresholds" in best:
         estimator.thresholds_ = best["thresholds"]
     fit_mixture(estimator, X, sample_weight)
@@ -479,7 +479,7 @@ def by_blocks(*, columns):
                 return method(self, X)
             if columns:
                 return map_rows(self, functools.partial(method, self), X,
-                                n_columns=self.n_clusters, dtype=self.cluster_centers_.dtype)
+                                n_columns=self.n_clusters_, dtype=self.cluster_centers_.dtype)
             return map_rows(self, functools.partial(method, self), X, dtype=np.int32)
         return wrapper
     return decorate

@@ -7,6 +7,9 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
@@ -20,10 +23,12 @@ from ..utils import (
     check_squared_scale,
     fit_context,
     follows_input,
+    iter_chunks,
     logger,
     logs_verbosely,
     make_generator,
     numpy_dtype,
+    one_blas_thread,
     output_space,
     resolve_device,
     to_numpy,
@@ -38,10 +43,16 @@ from ._base import (
     check_sample_weight,
 )
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
+from ._elliptical import FULL_MAX_ENTRIES, EllipticalMixture
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
 from ._sparse import point_tokens
 from ._swaps import swap_centers
 from ._updates import Mean
+
+MIXTURE_ROWS = 1 << 15  # rows the elliptical mixture is fitted to, and scores at a time
+# n_clusters="auto": the k tried, and the folds of the cross-validation
+AUTO_MAX_CLUSTERS = 20
+AUTO_FOLDS = 5
 
 
 class TransformerKMeans(BaseCircuitClustering):
@@ -55,8 +66,11 @@ class TransformerKMeans(BaseCircuitClustering):
 
     Parameters
     ----------
-    n_clusters : int, default=8
-        Number of clusters (center tokens).
+    n_clusters : int or "auto", default=8
+        Number of clusters (center tokens). ``"auto"`` selects it: a shuffled 5-fold
+        cross-validation of :meth:`score` over k = 1..20 (fewer where the training folds
+        are smaller), then the fit at the best k on all of X (``n_clusters_``, and the
+        curve in ``cv_results_``). It costs about a hundred fits.
     temperature : float or None, default=None
         Softmax temperature of the assignment block: weights
         ``softmax(-||x - c||^2 / temperature)`` (the paper's gamma is ``1 / temperature``).
@@ -150,6 +164,23 @@ default="k-means++"
         Label of each training point (int32).
     inertia_ : float
         Sum of squared distances of the points to their closest center (weighted).
+    n_clusters_ : int
+        The number of clusters fitted: ``n_clusters``, or the one ``"auto"`` selected.
+    cv_results_ : dict of ndarray
+        Only with ``n_clusters="auto"``: the search's ``GridSearchCV.cv_results_`` (for
+        each k, ``mean_test_score``, ``std_test_score`` and the folds' scores).
+    mixture_ : object or None
+        The mixture behind :meth:`score` (hard k-means of dense data with the Euclidean
+        attention): ``weights_``, ``means_``, ``covariances_``, ``profile_`` (the radial
+        density: ``("gaussian", 0)``, ``("t", degrees of freedom)`` or ``("power",
+        beta)``), ``background_weight_`` and its ``box_``. None where the mixture is the
+        isotropic one (soft k-means, CSR data, dask arrays, :meth:`partial_fit`).
+    mixture_weights_ : ndarray of shape (n_clusters,)
+        The mixture's weights (the clusters' shares of the weight).
+    covariances_ : ndarray
+        The mixture's covariances: of shape (n_clusters, n_features, n_features) for
+        ``mixture_`` up to 2^22 entries, (n_clusters, n_features) (diagonal) beyond; for
+        the isotropic mixture, one variance per cluster, (n_clusters,).
     n_iter_ : int
         Layers run by the best initialization (:meth:`partial_fit`: batches seen).
     counts_ : ndarray of shape (n_clusters,)
@@ -180,6 +211,7 @@ default="k-means++"
 
     _parameter_constraints = {
         **COMMON_CONSTRAINTS,
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "temperature": [None, Interval(Real, 0, None, closed="neither")],
         "attention": [StrOptions(set(SCORES))],
         "weights": [None, str, os.PathLike, LearnedKMeansLayer],
@@ -289,9 +321,43 @@ default="k-means++"
         # a fresh fit forgets the streaming state of earlier partial_fit calls
         self.__dict__.pop("counts_", None)
         self.__dict__.pop("n_steps_", None)
+        self.__dict__.pop("cv_results_", None)
+        if isinstance(self.n_clusters, str):
+            return self._fit_auto(X, sample_weight)
         return super().fit(X, y, sample_weight)
 
     fit.__doc__ = BaseCircuitClustering.fit.__doc__
+
+    def _fit_auto(self, X, sample_weight):
+        """``n_clusters="auto"``: the k of the best mean held-out score over
+        ``1..AUTO_MAX_CLUSTERS`` (shuffled ``AUTO_FOLDS``-fold cross-validation), then
+        the fit at that k on all of X."""
+        self._validate_params()
+        if _dask.is_dask(X):
+            raise ValueError("n_clusters='auto' cross-validates in memory; compute the dask "
+                             "array first (X.compute()) or pass an integer n_clusters.")
+        if not (isinstance(self.init, str) or callable(self.init)):
+            raise ValueError("n_clusters='auto' tries several k: init must be 'k-means++', "
+                             "'random' or a callable, not an array of centers.")
+        n_samples = X.shape[0] if hasattr(X, "shape") else len(X)
+        if n_samples < AUTO_FOLDS:
+            raise ValueError(f"n_clusters='auto' needs at least {AUTO_FOLDS} samples for "
+                             f"its {AUTO_FOLDS}-fold cross-validation, got {n_samples}.")
+        largest = min(AUTO_MAX_CLUSTERS, n_samples - -(-n_samples // AUTO_FOLDS))
+        search = GridSearchCV(
+            clone(self).set_params(n_clusters=1), {"n_clusters": range(1, largest + 1)},
+            cv=KFold(AUTO_FOLDS, shuffle=True, random_state=self.random_state),
+            error_score="raise")
+        with warnings.catch_warnings():  # (a k beyond the distinct points, while trying)
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            search.fit(X, sample_weight=sample_weight)
+        fitted = search.best_estimator_
+        params = fitted.get_params(deep=False)
+        for name, value in vars(fitted).items():
+            if name not in params:
+                setattr(self, name, value)
+        self.cv_results_ = search.cv_results_
+        return self
 
     @logs_verbosely
     @fit_context(prefer_skip_nested_validation=True)
@@ -318,6 +384,10 @@ default="k-means++"
         -------
         self : object
         """
+        if isinstance(self.n_clusters, str):
+            raise ValueError("partial_fit needs an integer n_clusters: a stream cannot be "
+                             "cross-validated over k; select k on a sample with "
+                             "n_clusters='auto' first.")
         first = not hasattr(self, "cluster_centers_")
         space = output_space(X)
         X = check_data(self, X, reset=first, accept_sparse=True)
@@ -364,7 +434,7 @@ default="k-means++"
             logger.info(f"partial_fit step {self.n_steps_}: inertia of the batch "
                         f"{self.inertia_}.")
         self.n_iter_ = self.n_steps_
-        self._n_features_out = self.n_clusters
+        self._n_features_out = self.n_clusters_ = self.n_clusters
         self._publish(space)
         return self
 
@@ -380,16 +450,48 @@ default="k-means++"
         return point_tokens(X, device, rows=rows, attention=self._attention, shift=shift)
 
     def _fit_mixture(self, weight, cost):
+        self.mixture_ = None
         if self.temperature is None:
             return super()._fit_mixture(weight, cost)
         # the softmax's own mixture: equal weights, the variance the temperature sets
         self.mixture_weights_ = np.full(self.n_clusters, 1.0 / self.n_clusters)
         self.covariances_ = np.full(self.n_clusters, self.temperature / 2.0)
 
+    def _set_mixture(self, labels, cost, sample_weight, X=None):
+        super()._set_mixture(labels, cost, sample_weight)
+        if (X is None or sp.issparse(X) or self.temperature is not None
+                or self.attention != "euclidean"):
+            return
+        # hard k-means of dense data: the elliptical mixture (_elliptical.py), fitted to
+        # evenly spaced rows where there are many
+        step = max(1, X.shape[0] // MIXTURE_ROWS)
+        X = to_numpy(X[::step]).astype(np.float64)
+        w = None if sample_weight is None else np.asarray(sample_weight, np.float64)[::step]
+        k, d = self.n_clusters, X.shape[1]
+        kind = "full" if k * d * d <= FULL_MAX_ENTRIES else "diag"
+        scale = float(np.square(X - X.mean(0)).sum(1).mean()) if len(X) else 0.0
+        with one_blas_thread():  # (a product per cluster, each small)
+            self.mixture_ = EllipticalMixture(kind).fit(
+                X, np.asarray(labels[::step], np.intp), k, sample_weight=w, scale=scale)
+        self.mixture_weights_ = self.mixture_.weights_
+        self.covariances_ = self.mixture_.covariances_
+
+    def _log_likelihoods(self, X):
+        if getattr(self, "mixture_", None) is None:
+            return super()._log_likelihoods(X)
+        X = self._check(X)
+        out = np.empty(X.shape[0])
+        for sl in iter_chunks(X.shape[0], MIXTURE_ROWS):
+            chunk = X[sl].toarray() if sp.issparse(X) else to_numpy(X[sl])
+            out[sl] = self.mixture_.score_samples(chunk)
+        return out, None
+
     def _n_parameters(self):
+        if getattr(self, "mixture_", None) is not None:
+            return self.mixture_.n_parameters()
         if self.temperature is None:
             return super()._n_parameters()
-        return self.n_clusters * self.n_features_in_  # (only the centers are fitted)
+        return self.n_clusters_ * self.n_features_in_  # (only the centers are fitted)
 
     def _is_soft(self):
         return self.temperature is not None
@@ -428,7 +530,7 @@ default="k-means++"
                              f"{CIRCUIT_ATTENTIONS}; attention={self.attention!r} has the "
                              f"fast evaluation only.")
         return KMeansCircuit(
-            self.n_features_in_, self.n_clusters, temperature=self.temperature,
+            self.n_features_in_, self.n_clusters_, temperature=self.temperature,
             attention=self.attention,
             center_update="softmax" if self.temperature is None else "linear",
         )

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 from scipy.special import ive, logsumexp
-from scipy.stats import multivariate_normal
+from scipy.stats import multivariate_normal, multivariate_t
 from sklearn.datasets import make_blobs
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold
 
 from sktransformer import (
     RobustTransformerKMeans,
@@ -14,7 +14,7 @@ from sktransformer import (
     TransformerKMedoids,
     TrimmedTransformerKMeans,
 )
-from sktransformer.cluster import _likelihood, neg_inertia_scorer
+from sktransformer.cluster import _elliptical, _likelihood, neg_inertia_scorer
 
 
 @pytest.fixture(scope="module")
@@ -24,21 +24,129 @@ def blobs():
     return X
 
 
-def test_hard_score_is_the_gaussian_mixture_by_hand(blobs):
+def test_hard_score_is_the_elliptical_mixture_by_hand(blobs):
     km = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs)
+    mixture = km.mixture_
     X_new = blobs[::7] + 0.3
-    density = sum(w * multivariate_normal(c, v * np.eye(3)).pdf(X_new)
-                  for w, c, v in zip(km.mixture_weights_, km.cluster_centers_,
-                                     km.covariances_))
-    np.testing.assert_allclose(km.score_samples(X_new), np.log(density), rtol=1e-9)
-    assert km.score(X_new) == pytest.approx(np.log(density).mean(), rel=1e-9)
-    # weights are the clusters' shares; variances their members' squared distances / d
+    # weights are the clusters' shares, means their members' means, and each feature's
+    # variance its members' squared deviations shrunk by one member at the pooled variance
     counts = np.bincount(km.labels_, minlength=4)
     np.testing.assert_allclose(km.mixture_weights_, counts / counts.sum())
-    sq = ((blobs - km.cluster_centers_[km.labels_]) ** 2).sum(1)
-    pooled = sq.sum() / len(blobs)
-    own = np.bincount(km.labels_, weights=sq) + pooled
-    np.testing.assert_allclose(km.covariances_, own / (counts + 1) / 3, rtol=1e-9)
+    means = np.stack([blobs[km.labels_ == j].mean(0) for j in range(4)])
+    np.testing.assert_allclose(mixture.means_, means, rtol=1e-9)
+    sq = (blobs - means[km.labels_]) ** 2
+    own = np.stack([sq[km.labels_ == j].sum(0) for j in range(4)])
+    variances = (own + sq.sum(0) / len(blobs)) / (counts + 1)[:, None]
+    assert km.covariances_.shape == (4, 3, 3)
+    np.testing.assert_allclose(np.diagonal(km.covariances_, axis1=1, axis2=2), variances,
+                               rtol=1e-9)
+    # each profile's density is scipy's (the t's scale matched to the covariance)
+    for profile in [("gaussian", 0.0), ("t", 4.0), ("t", 30.0)]:
+        mixture.profile_ = profile
+        family, nu = profile
+        density = 0
+        for w, m, C in zip(km.mixture_weights_, mixture.means_, km.covariances_):
+            dist = (multivariate_normal(m, C) if family == "gaussian"
+                    else multivariate_t(m, C * (nu - 2) / nu, df=nu))
+            density = density + w * dist.pdf(X_new)
+        np.testing.assert_allclose(km.score_samples(X_new), np.log(density), rtol=1e-9)
+        assert km.score(X_new) == pytest.approx(np.log(density).mean(), rel=1e-9)
+
+
+@pytest.mark.parametrize("profile", _elliptical.PROFILES)
+@pytest.mark.parametrize("d", [1, 2])
+def test_every_radial_profile_is_a_density_of_unit_covariance(profile, d):
+    grid = np.linspace(-40, 40, 4001 if d == 1 else 801)
+    step = grid[1] - grid[0]
+    points = np.stack(np.meshgrid(*[grid] * d), -1).reshape(-1, d)
+    sq = np.square(points).sum(1)
+    p = np.exp(_elliptical.component_log_density(*profile, d, sq[:, None], np.zeros(1)))[:, 0]
+    assert p.sum() * step ** d == pytest.approx(1.0, abs=2e-3)
+    if profile[0] != "t" or profile[1] > 4:  # (the t's variance converges slowly)
+        assert (p * points[:, 0] ** 2).sum() * step ** d == pytest.approx(1.0, abs=2e-2)
+
+
+def test_the_profile_follows_the_tails():
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((3000, 3))
+    heavy = z / np.sqrt(rng.chisquare(3, (3000, 1)) / 3)
+    flat = rng.uniform(-1, 1, size=(3000, 3))
+    fitted = {name: TransformerKMeans(1, random_state=0).fit(X).mixture_.profile_[0]
+              for name, X in [("gaussian", z), ("t", heavy), ("power", flat)]}
+    assert fitted == {"gaussian": "gaussian", "t": "t", "power": "power"}
+
+
+def test_one_cluster_has_a_uniform_background_only_where_the_data_are_flat():
+    rng = np.random.default_rng(0)
+    flat = TransformerKMeans(1, random_state=0).fit(rng.uniform(size=(1000, 2)))
+    assert flat.mixture_.background_weight_ > 0.5
+    round_ = TransformerKMeans(1, random_state=0).fit(rng.normal(size=(1000, 2)))
+    assert round_.mixture_.background_weight_ < 0.05
+    assert TransformerKMeans(2, random_state=0).fit(
+        rng.uniform(size=(1000, 2))).mixture_.background_weight_ == 0
+    # a held-out point outside the box is scored by the component alone: finite
+    assert np.isfinite(flat.score_samples([[3.0, 3.0]])).all()
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: rng.uniform(size=(600, 3)),
+    lambda rng: rng.normal(size=(600, 3)) @ np.array([[3, 0, 0], [1, 1, 0], [0, 0, 0.2]]),
+])
+def test_a_grid_from_one_cluster_picks_one_without_structure(make):
+    X = make(np.random.default_rng(0))
+    search = GridSearchCV(TransformerKMeans(random_state=0, device="cpu"),
+                          {"n_clusters": range(1, 9)},
+                          cv=KFold(5, shuffle=True, random_state=0))
+    assert search.fit(X).best_params_["n_clusters"] == 1
+
+
+def test_elongated_clusters_are_one_cluster_each():
+    rng = np.random.default_rng(1)
+    stretch = np.array([[3.0, 0.0], [0.0, 0.5]])  # (the spherical score picks 1 here)
+    X = np.vstack([rng.normal(size=(300, 2)) @ stretch + [0, 8 * i] for i in range(3)])
+    search = GridSearchCV(TransformerKMeans(random_state=0, device="cpu"),
+                          {"n_clusters": range(1, 9)},
+                          cv=KFold(5, shuffle=True, random_state=0))
+    assert search.fit(X).best_params_["n_clusters"] == 3
+
+
+def test_the_score_is_finite_on_degenerate_clusters():
+    # repeated points and a feature constant in every cluster
+    X = np.repeat(np.array([[0.0, 1.0], [5.0, 1.0], [0.0, 1.0], [9.0, 1.0]]), 20, axis=0)
+    km = TransformerKMeans(3, random_state=0).fit(X)
+    assert np.all(np.isfinite(km.score_samples(X)))
+    assert np.isfinite(km.bic(X))
+
+
+def test_n_clusters_auto_selects_k_by_cross_validation(blobs):
+    km = TransformerKMeans("auto", random_state=0, device="cpu").fit(blobs)
+    assert km.n_clusters == "auto" and km.n_clusters_ == 4
+    assert km.cluster_centers_.shape == (4, 3) and km.predict(blobs[:3]).shape == (3,)
+    results = km.cv_results_
+    assert list(results["param_n_clusters"]) == list(range(1, 21))
+    assert int(np.argmax(results["mean_test_score"])) + 1 == 4
+    # the same as the grid search a user writes
+    search = GridSearchCV(TransformerKMeans(random_state=0, device="cpu"),
+                          {"n_clusters": range(1, 21)},
+                          cv=KFold(5, shuffle=True, random_state=0)).fit(blobs)
+    np.testing.assert_allclose(results["mean_test_score"],
+                               search.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(km.labels_, search.best_estimator_.labels_)
+
+
+def test_n_clusters_auto_errors():
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(ValueError, match="init must be"):
+        TransformerKMeans("auto", init=X[:3]).fit(X)
+    with pytest.raises(ValueError, match="at least 5 samples"):
+        TransformerKMeans("auto").fit(X[:4])
+    with pytest.raises(ValueError, match="partial_fit needs an integer"):
+        TransformerKMeans("auto").partial_fit(X)
+    with pytest.raises(ValueError, match="n_clusters"):
+        TransformerKMeans("many").fit(X)
+    # few rows: k up to the training folds' size
+    assert TransformerKMeans("auto", random_state=0).fit(X[:10]).cv_results_[
+        "param_n_clusters"].max() == 8
 
 
 def test_soft_score_is_the_softmax_mixture(blobs):
@@ -67,7 +175,9 @@ def test_bic_and_aic(blobs):
             for k in range(2, 8)]
     assert int(np.argmin(bics)) + 2 == 4
     km = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs)
-    n, p = len(blobs), 4 * 3 + 4 + 3
+    # weights, means, full covariances and the radial profile's shape
+    n, p = len(blobs), 3 + 4 * 3 + 4 * 6 + (km.mixture_.profile_[0] != "gaussian")
+    assert km.mixture_.n_parameters() == p
     assert km.bic(blobs) == pytest.approx(-2 * km.score(blobs) * n + p * np.log(n))
     assert km.aic(blobs) == pytest.approx(-2 * km.score(blobs) * n + 2 * p)
 
