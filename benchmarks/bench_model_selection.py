@@ -241,34 +241,35 @@ def time_grid(X, repeats):
 
 
 def summarize(rows, methods):
-    out = {}
+    """Per method, its hits and mean error over the tasks with structure, paired with the
+    default score's; per family, each method's hits."""
+    structured = [r for r in rows if r["family"] in FAMILIES]
+    n = len(structured)
+
+    def errors(name):
+        return np.array([abs(r["picked"][name] - r["k"]) for r in structured], float)
+
+    summary, by_family = {}, {}
     for name in methods:
-        by_family = {}
-        for family in FAMILIES + NULL_FAMILIES:
-            mine = [r for r in rows if r["family"] == family]
-            if mine:
-                errors = [abs(r["picked"][name] - r["k"]) for r in mine]
-                by_family[family] = {"hits": int(sum(e == 0 for e in errors)),
-                                     "tasks": len(mine),
-                                     "mean_abs_error": float(np.mean(errors))}
-        structured = [r for r in rows if r["family"] in FAMILIES]
-        hits = np.array([r["picked"][name] == r["k"] for r in structured], float)
-        ours = np.array([r["picked"]["grid_search_score"] == r["k"] for r in structured], float)
-        errors = np.array([abs(r["picked"][name] - r["k"]) for r in structured], float)
-        our_errors = np.array([abs(r["picked"]["grid_search_score"] - r["k"])
-                               for r in structured], float)
-        n = len(structured)
-        out[name] = {
-            "families": by_family, "hits": int(hits.sum()), "tasks": n,
-            "mean_abs_error": float(errors.mean()),
-            "mean_abs_error_se": float(errors.std(ddof=1) / np.sqrt(n)),
-            "score_minus_this_hits": float((ours - hits).mean()),
-            "score_minus_this_hits_se": float((ours - hits).std(ddof=1) / np.sqrt(n)),
-            "this_minus_score_error": float((errors - our_errors).mean()),
-            "this_minus_score_error_se": float((errors - our_errors).std(ddof=1) / np.sqrt(n)),
+        hits, ours = errors(name) == 0, errors("grid_search_score") == 0
+        diff = errors(name) - errors("grid_search_score")
+        summary[name] = {
+            "hits": int(hits.sum()), "tasks": n,
+            "mean_abs_error": float(errors(name).mean()),
+            "mean_abs_error_se": float(errors(name).std(ddof=1) / np.sqrt(n)),
+            "score_minus_this_hits": float((ours * 1.0 - hits).mean()),
+            "score_minus_this_hits_se": float((ours * 1.0 - hits).std(ddof=1) / np.sqrt(n)),
+            "this_minus_score_error": float(diff.mean()),
+            "this_minus_score_error_se": float(diff.std(ddof=1) / np.sqrt(n)),
             "seconds_per_task": float(np.mean([r["seconds"][name] for r in rows])),
         }
-    return out
+    for family in FAMILIES + NULL_FAMILIES:
+        mine = [r for r in rows if r["family"] == family]
+        if mine:
+            by_family[family] = {
+                name: f"{sum(r['picked'][name] == r['k'] for r in mine)}/{len(mine)}"
+                for name in methods}
+    return summary, by_family
 
 
 def main():
@@ -289,7 +290,7 @@ def main():
             for f in args.families.split(",")]
     rows = Parallel(n_jobs=args.n_jobs, verbose=5)(
         delayed(run_task)(f, s, methods, not args.no_splits) for f, s in jobs)
-    summary = summarize(rows, methods)
+    summary, by_family = summarize(rows, methods)
     stability = {}
     if not args.no_splits and "grid_search_score" in methods:
         for name in SPLITS:
@@ -299,7 +300,7 @@ def main():
                                "hits": int(sum(hits)), "structured_tasks": len(hits)}
             print("split", name, stability[name])
     for name, s in summary.items():
-        fams = " ".join(f"{f}:{v['hits']}/{v['tasks']}" for f, v in s["families"].items())
+        fams = " ".join(f"{f}:{v[name]}" for f, v in by_family.items())
         print(f"{name:20s} {s['hits']}/{s['tasks']} mae {s['mean_abs_error']:.2f}  {fams}")
     warnings.filterwarnings("ignore")
     real = {}
@@ -317,8 +318,8 @@ def main():
             print("time", family, timing[family], flush=True)
     result = {"benchmark": "model_selection", "machine": machine(), "k_grid": K_GRID,
               "seeds": [args.first_seed, args.first_seed + args.seeds - 1],
-              "summary": summary, "stability": stability, "timing": timing, "tasks": rows,
-              "real": real}
+              "summary": summary, "by_family": by_family, "stability": stability,
+              "timing": timing, "tasks": rows, "real": real}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

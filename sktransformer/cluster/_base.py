@@ -585,12 +585,14 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
     def score(self, X, y=None, sample_weight=None):
         """Mean log-likelihood of X under the fitted mixture: a score that selects k.
 
-        The circuit's assignment is the posterior of a mixture (soft k-means: Gaussians of
-        variance ``temperature / 2`` and equal weights; hard k-means: the variances and
-        weights estimated from the fit, see :ref:`model_selection`). Unlike the inertia,
-        which only falls as clusters are added, this score on held-out data peaks near the
-        number of clusters in the data, so ``GridSearchCV`` selects ``n_clusters`` (and
-        ``temperature``) with it. scikit-learn's ``KMeans.score`` (minus the inertia) is
+        The mixture is fitted with the clusters (soft k-means: Gaussians of variance
+        ``temperature / 2`` and equal weights; hard k-means of dense data: each cluster's
+        covariance, tails fitted to the data, and with one cluster a uniform density beside
+        it; see :ref:`model_selection`). Unlike the inertia, which only falls as clusters
+        are added, this score on held-out data peaks at the number of clusters in the data,
+        one included, so ``GridSearchCV`` selects ``n_clusters`` (and ``temperature``) with
+        it: shuffle its folds (``cv=KFold(5, shuffle=True)``). scikit-learn's
+        ``KMeans.score`` (minus the inertia) is
         :func:`~sktransformer.cluster.neg_inertia_scorer`, and the inertia of X
         :meth:`inertia`.
 
