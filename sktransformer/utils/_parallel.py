@@ -9,6 +9,7 @@ sum of the workers' partial results.
 
 import contextlib
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -69,15 +70,23 @@ def _worker_threads(n):
         return pool
 
 
-def _forget_worker_threads():
+def _after_fork_in_child():
     """In a forked child: the parent's threads did not come along (nor may its lock be
-    free), so the next runner makes new ones."""
+    free), so the next runner makes new ones; and the OpenMP runtimes (torch's and the
+    compiled loops') run on one thread: GNU OpenMP's team of the parent is gone, and its
+    next parallel region in the child would wait for it forever, or abort the process (as
+    scikit-learn's KMeans does there). A child that wants more threads sets them again
+    (``torch.set_num_threads``)."""
     global _shared, _shared_lock
     _shared, _shared_lock = (None, 0), threading.Lock()
+    torch.set_num_threads(1)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        numba.set_num_threads(1)
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_worker_threads)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class ChunkRunner:
