@@ -43,13 +43,16 @@ from ._base import (
     check_sample_weight,
 )
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
-from ._elliptical import FULL_MAX_ENTRIES, EllipticalMixture
+from ._elliptical import FULL_MAX_ENTRIES, FULL_MAX_FEATURES, EllipticalMixture
 from ._learned import LearnedKMeansLayer, resolve_weights, run_learned
 from ._sparse import point_tokens
 from ._swaps import swap_centers
 from ._updates import Mean
 
-MIXTURE_ROWS = 1 << 15  # rows the elliptical mixture is fitted to, and scores at a time
+# the elliptical mixture is fitted to at most this many values of X (evenly spaced rows,
+# this many at least) and scores this many rows at a time
+MIXTURE_VALUES = 1 << 21
+MIXTURE_MIN_ROWS = 2048
 # n_clusters="auto": the k tried, and the folds of the cross-validation
 AUTO_MAX_CLUSTERS = 20
 AUTO_FOLDS = 5
@@ -170,17 +173,17 @@ default="k-means++"
         Only with ``n_clusters="auto"``: the search's ``GridSearchCV.cv_results_`` (for
         each k, ``mean_test_score``, ``std_test_score`` and the folds' scores).
     mixture_ : object or None
-        The mixture behind :meth:`score` (hard k-means of dense data with the Euclidean
-        attention): ``weights_``, ``means_``, ``covariances_``, ``profile_`` (the radial
-        density: ``("gaussian", 0)``, ``("t", degrees of freedom)`` or ``("power",
-        beta)``), ``background_weight_`` and its ``box_``. None where the mixture is the
-        isotropic one (soft k-means, CSR data, dask arrays, :meth:`partial_fit`).
-    mixture_weights_ : ndarray of shape (n_clusters,)
-        The mixture's weights (the clusters' shares of the weight).
-    covariances_ : ndarray
-        The mixture's covariances: of shape (n_clusters, n_features, n_features) for
-        ``mixture_`` up to 2^22 entries, (n_clusters, n_features) (diagonal) beyond; for
-        the isotropic mixture, one variance per cluster, (n_clusters,).
+        The mixture behind :meth:`score` for hard k-means of dense data (with the
+        Euclidean attention), fitted to the training points' clusters when first used:
+        ``weights_``, ``means_``, ``covariances_`` (of shape (n_clusters, n_features,
+        n_features), or (n_clusters, n_features) where they are diagonal), ``profile_``
+        (the radial density: ``("gaussian", 0)``, ``("t", degrees of freedom)`` or
+        ``("power", beta)``), ``background_weight_`` and its ``box_``. None where the
+        score's mixture is the isotropic one (soft k-means, CSR data, dask arrays,
+        :meth:`partial_fit`).
+    mixture_weights_, covariances_ : ndarray of shape (n_clusters,)
+        The isotropic mixture: each cluster's share of the weight and variance (soft
+        k-means: equal weights and ``temperature / 2``).
     n_iter_ : int
         Layers run by the best initialization (:meth:`partial_fit`: batches seen).
     counts_ : ndarray of shape (n_clusters,)
@@ -450,7 +453,8 @@ default="k-means++"
         return point_tokens(X, device, rows=rows, attention=self._attention, shift=shift)
 
     def _fit_mixture(self, weight, cost):
-        self.mixture_ = None
+        self.__dict__.pop("_mixture", None)
+        self.__dict__.pop("_mixture_rows", None)
         if self.temperature is None:
             return super()._fit_mixture(weight, cost)
         # the softmax's own mixture: equal weights, the variance the temperature sets
@@ -462,32 +466,44 @@ default="k-means++"
         if (X is None or sp.issparse(X) or self.temperature is not None
                 or self.attention != "euclidean"):
             return
-        # hard k-means of dense data: the elliptical mixture (_elliptical.py), fitted to
-        # evenly spaced rows where there are many
-        step = max(1, X.shape[0] // MIXTURE_ROWS)
-        X = to_numpy(X[::step]).astype(np.float64)
-        w = None if sample_weight is None else np.asarray(sample_weight, np.float64)[::step]
-        k, d = self.n_clusters, X.shape[1]
-        kind = "full" if k * d * d <= FULL_MAX_ENTRIES else "diag"
-        scale = float(np.square(X - X.mean(0)).sum(1).mean()) if len(X) else 0.0
-        with one_blas_thread():  # (a product per cluster, each small)
-            self.mixture_ = EllipticalMixture(kind).fit(
-                X, np.asarray(labels[::step], np.intp), k, sample_weight=w, scale=scale)
-        self.mixture_weights_ = self.mixture_.weights_
-        self.covariances_ = self.mixture_.covariances_
+        # hard k-means of dense data: the elliptical mixture (_elliptical.py), fitted when
+        # first used (a fit that is never scored does not pay for it) to a copy of evenly
+        # spaced rows (X may change after the fit)
+        rows = min(X.shape[0], max(MIXTURE_MIN_ROWS, MIXTURE_VALUES // max(1, X.shape[1])))
+        step = -(-X.shape[0] // rows)
+        w = None if sample_weight is None else np.array(sample_weight[::step], np.float64)
+        self._mixture_rows = (np.array(to_numpy(X[::step])), labels[::step].astype(np.intp), w)
+
+    @property
+    def mixture_(self):
+        check_is_fitted(self, "cluster_centers_")
+        pending = self.__dict__.pop("_mixture_rows", None)
+        if pending is not None:
+            X, labels, w = pending
+            k, d = self.n_clusters_, X.shape[1]
+            kind = "full" if d <= FULL_MAX_FEATURES and k * d * d <= FULL_MAX_ENTRIES else "diag"
+            with one_blas_thread():  # (a product per cluster, each small)
+                self._mixture = EllipticalMixture(kind).fit(X, labels, k, sample_weight=w)
+        return self.__dict__.get("_mixture")
+
+    def __getstate__(self):
+        if "_mixture_rows" in self.__dict__:
+            self.mixture_  # (fitted before pickling: the training rows are not kept)
+        return super().__getstate__()
 
     def _log_likelihoods(self, X):
-        if getattr(self, "mixture_", None) is None:
+        mixture = self.mixture_
+        if mixture is None:
             return super()._log_likelihoods(X)
         X = self._check(X)
         out = np.empty(X.shape[0])
-        for sl in iter_chunks(X.shape[0], MIXTURE_ROWS):
+        for sl in iter_chunks(X.shape[0], MIXTURE_MIN_ROWS):
             chunk = X[sl].toarray() if sp.issparse(X) else to_numpy(X[sl])
-            out[sl] = self.mixture_.score_samples(chunk)
+            out[sl] = mixture.score_samples(chunk)
         return out, None
 
     def _n_parameters(self):
-        if getattr(self, "mixture_", None) is not None:
+        if self.mixture_ is not None:
             return self.mixture_.n_parameters()
         if self.temperature is None:
             return super()._n_parameters()

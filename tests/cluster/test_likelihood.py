@@ -1,7 +1,11 @@
-"""The clusterers' mixture models: score, score_samples, bic, aic (cluster/_likelihood.py)."""
+"""The clusterers' mixture models: score, score_samples, bic, aic (cluster/_likelihood.py,
+cluster/_elliptical.py)."""
+
+import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.special import ive, logsumexp
 from scipy.stats import multivariate_normal, multivariate_t
 from sklearn.datasets import make_blobs
@@ -31,21 +35,27 @@ def test_hard_score_is_the_elliptical_mixture_by_hand(blobs):
     # weights are the clusters' shares, means their members' means, and each feature's
     # variance its members' squared deviations shrunk by one member at the pooled variance
     counts = np.bincount(km.labels_, minlength=4)
-    np.testing.assert_allclose(km.mixture_weights_, counts / counts.sum())
+    np.testing.assert_allclose(mixture.weights_, counts / counts.sum())
     means = np.stack([blobs[km.labels_ == j].mean(0) for j in range(4)])
     np.testing.assert_allclose(mixture.means_, means, rtol=1e-9)
     sq = (blobs - means[km.labels_]) ** 2
     own = np.stack([sq[km.labels_ == j].sum(0) for j in range(4)])
     variances = (own + sq.sum(0) / len(blobs)) / (counts + 1)[:, None]
-    assert km.covariances_.shape == (4, 3, 3)
-    np.testing.assert_allclose(np.diagonal(km.covariances_, axis1=1, axis2=2), variances,
+    assert mixture.covariances_.shape == (4, 3, 3)
+    np.testing.assert_allclose(np.diagonal(mixture.covariances_, axis1=1, axis2=2), variances,
                                rtol=1e-9)
+    # the isotropic mixture stays: the clusters' shares and their members' squared
+    # distances / d, shrunk by one member at the pooled spread
+    np.testing.assert_allclose(km.mixture_weights_, counts / counts.sum())
+    sq_dist = ((blobs - km.cluster_centers_[km.labels_]) ** 2).sum(1)
+    pooled = np.bincount(km.labels_, weights=sq_dist) + sq_dist.sum() / len(blobs)
+    np.testing.assert_allclose(km.covariances_, pooled / (counts + 1) / 3, rtol=1e-9)
     # each profile's density is scipy's (the t's scale matched to the covariance)
     for profile in [("gaussian", 0.0), ("t", 4.0), ("t", 30.0)]:
         mixture.profile_ = profile
         family, nu = profile
         density = 0
-        for w, m, C in zip(km.mixture_weights_, mixture.means_, km.covariances_):
+        for w, m, C in zip(mixture.weights_, mixture.means_, mixture.covariances_):
             dist = (multivariate_normal(m, C) if family == "gaussian"
                     else multivariate_t(m, C * (nu - 2) / nu, df=nu))
             density = density + w * dist.pdf(X_new)
@@ -266,3 +276,44 @@ def test_the_compiled_score_is_the_torch_pass(blobs, make, dtype, monkeypatch):
     assert compiled.dtype == np.float64 and np.all(np.isfinite(compiled))
     np.testing.assert_allclose(compiled, by_torch, rtol=1e-9 if dtype == np.float64 else 1e-4,
                                atol=1e-9 if dtype == np.float64 else 1e-4)
+
+
+def test_the_mixture_is_fitted_when_first_used_from_a_copy_of_the_rows(blobs):
+    X = blobs.copy()
+    km = TransformerKMeans(4, random_state=0, device="cpu").fit(X)
+    expected = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs).score(blobs)
+    X *= 100.0  # (the caller's array changes after the fit: the score does not)
+    assert km.score(blobs) == pytest.approx(expected, rel=1e-12)
+    # a pickle carries the fitted mixture, not the training rows
+    fresh = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs)
+    state = fresh.__getstate__()
+    assert "_mixture_rows" not in state and state["_mixture"] is not None
+    restored = pickle.loads(pickle.dumps(fresh))
+    assert restored.score(blobs) == pytest.approx(expected, rel=1e-12)
+
+
+def test_wide_data_get_diagonal_covariances():
+    X = np.random.default_rng(0).normal(size=(300, _elliptical.FULL_MAX_FEATURES + 1))
+    km = TransformerKMeans(3, random_state=0, device="cpu").fit(X)
+    assert km.mixture_.covariances_.shape == (3, X.shape[1])
+    assert np.all(np.isfinite(km.score_samples(X)))
+    narrow = TransformerKMeans(3, random_state=0, device="cpu").fit(X[:, :4])
+    assert narrow.mixture_.covariances_.shape == (3, 4, 4)
+
+
+def test_soft_sparse_and_streamed_fits_keep_the_isotropic_mixture(blobs):
+    assert TransformerKMeans(4, temperature=1.0, random_state=0).fit(blobs).mixture_ is None
+    assert TransformerKMeans(4, random_state=0).fit(sp.csr_matrix(blobs)).mixture_ is None
+    streamed = TransformerKMeans(4, random_state=0).fit(blobs).partial_fit(blobs)
+    assert streamed.mixture_ is None and np.isfinite(streamed.score(blobs))
+
+
+def test_the_mixture_weighs_rows_as_repeats():
+    rng = np.random.default_rng(0)
+    X, labels = rng.normal(size=(300, 3)), rng.integers(0, 4, 300)
+    w = rng.integers(1, 4, 300)
+    weighted = _elliptical.EllipticalMixture().fit(X, labels, 4, sample_weight=w.astype(float))
+    repeated = _elliptical.EllipticalMixture().fit(np.repeat(X, w, 0), np.repeat(labels, w), 4)
+    np.testing.assert_allclose(weighted.covariances_, repeated.covariances_, rtol=1e-9)
+    np.testing.assert_allclose(weighted.means_, repeated.means_, rtol=1e-9)
+    assert weighted.profile_ == repeated.profile_
