@@ -12,10 +12,13 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sklearn.base import is_classifier, is_regressor
 
+from sktransformer import SphericalTransformerKMeans, TransformerKMeans
+from sktransformer.cluster import KMeansCircuit
 from tests.test_common import _instance, public_estimators
 
 # the words a clear message uses: what is wrong, or how to fix it
@@ -283,3 +286,36 @@ def test_a_sparse_tensor_is_a_clear_error(cls, layout):
     y = _target(estimator, 12)
     with pytest.raises(TypeError, match=r"sparse torch tensor .*to_dense\(\)"):
         estimator.fit(X) if y is None else estimator.fit(X, y)
+
+
+def test_weights_whose_sums_overflow_are_a_clear_error():
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match="sample_weight sums to infinity"):
+        TransformerKMeans(3).fit(X, sample_weight=np.full(50, 1e308))
+    with pytest.raises(ValueError, match="weighted by a sample_weight of total"):
+        TransformerKMeans(3).fit(X, sample_weight=np.full(50, 1e306))
+    # large weights whose sums stay finite fit, as unit weights do (only ratios matter)
+    heavy = TransformerKMeans(3, random_state=0).fit(X, sample_weight=np.full(50, 1e100))
+    plain = TransformerKMeans(3, random_state=0).fit(X)
+    np.testing.assert_array_equal(heavy.labels_, plain.labels_)
+
+
+def test_misused_parameters_and_files_are_clear_errors(tmp_path):
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match="'n_clusters' parameter .* got True"):
+        TransformerKMeans(n_clusters=True).fit(X)
+    with pytest.raises(ValueError, match="is a directory"):
+        TransformerKMeans(3, weights=tmp_path).fit(X)
+    with pytest.raises(ValueError, match=r"built for 3 features .* got \(10, 5\)"):
+        KMeansCircuit(3, 2)(torch.randn(10, 5), torch.randn(2, 5))
+
+
+@pytest.mark.parametrize("d", [2, 3, 10])
+def test_spherical_scores_are_finite_on_repeated_points(d):
+    rng = np.random.default_rng(0)
+    X = np.repeat(rng.normal(size=(5, d)), 20, axis=0)
+    km = SphericalTransformerKMeans(5, random_state=0).fit(X)
+    assert np.all(np.isfinite(km.score_samples(X))) and np.isfinite(km.bic(X))
+    single = rng.normal(size=(20, d))  # (k = n: every cluster one point)
+    km = SphericalTransformerKMeans(20, random_state=0).fit(single)
+    assert np.isfinite(km.score(single)) and np.isfinite(km.bic(single))

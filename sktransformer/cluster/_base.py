@@ -99,6 +99,11 @@ def check_sample_weight(sample_weight, n_samples, dtype):
         raise ValueError("sample_weight must be non-negative.")
     if not np.any(sample_weight > 0):
         raise ValueError("Sample weights must contain at least one non-zero number.")
+    with np.errstate(over="ignore"):
+        total = np.sum(sample_weight, dtype=np.float64)
+    if not np.isfinite(total):
+        raise ValueError("sample_weight sums to infinity: rescale the weights (k-means does "
+                         "not depend on their scale, only on their ratios).")
     return sample_weight
 
 
@@ -310,6 +315,9 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         self : object
             The fitted estimator.
         """
+        if isinstance(self.n_clusters, (bool, np.bool_)):  # (an Integral to the constraint)
+            raise ValueError(f"The 'n_clusters' parameter of {type(self).__name__} must be an "
+                             f"int in the range [1, inf), got {self.n_clusters!r}.")
         if _dask.is_dask(X):
             n_distinct = _dask.fit(self, X, sample_weight)
         else:
@@ -339,6 +347,11 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."
             )
         sample_weight = check_sample_weight(sample_weight, n_samples, numpy_dtype(X))
+        total = None if sample_weight is None else float(sample_weight.sum(dtype=np.float64))
+        if total is not None and total > n_samples:
+            # (the weighted sums of squares reach the weights' total times a squared value)
+            check_squared_scale(X, fit=True, n_samples=total,
+                                name=f"X, weighted by a sample_weight of total {total:.3g},")
         self._check_fit_params(X, sample_weight)
         n_init = self._n_init()
         # (for a callable init only: a RandomState costs a small fit 0.1 ms)

@@ -184,6 +184,10 @@ class KMeansCircuit(nn.Module):
             Arg-max of the assignment slot ``y`` written by the last layer.
         """
         d, k = self.n_features, self.n_clusters
+        if X.ndim != 2 or X.shape[1] != d or tuple(centers.shape) != (k, d):
+            raise ValueError(f"This circuit is built for {d} features and {k} clusters: X "
+                             f"must have shape (n_samples, {d}) and centers ({k}, {d}), got "
+                             f"{tuple(X.shape)} and {tuple(centers.shape)}.")
         points, cents = self.embed(X, centers)
         for _ in range(n_layers):
             points, cents = self.layer(points, cents)

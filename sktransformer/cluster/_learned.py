@@ -232,6 +232,9 @@ class LearnedKMeansLayer(torch.nn.Module):
         validated and every tensor's shape checked against them before the layer is made,
         so a file cannot make it allocate more than the file holds.
         """
+        if os.path.isdir(path):
+            raise ValueError(f"{path} is a directory, not a LearnedKMeansLayer weights file "
+                             f"(written by LearnedKMeansLayer.save or LayerTrainer).")
         with open(path, "rb") as f:
             payload, hashed = unpack(f.read(), path)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:

@@ -85,7 +85,8 @@ def vmf_concentrations(weight, cost, n_features):
 
 def log_bessel_iv(order, x):
     """``log I_order(x)`` for ``x > 0``, finite where ``I`` over- or underflows: scipy's
-    scaled ``ive``, and Debye's uniform expansion where ``ive`` is 0 (large orders)."""
+    scaled ``ive``, Debye's uniform expansion where ``ive`` is 0 (large orders), and the
+    large-argument expansion where order 0 fails."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(divide="ignore"):
         out = np.log(ive(order, x)) + x
@@ -95,6 +96,8 @@ def log_bessel_iv(order, x):
         root = np.sqrt(1 + z * z)
         eta = root + np.log(z / (1 + root))
         out[bad] = -0.5 * np.log(2 * np.pi * order) + order * eta - 0.5 * np.log(root)
+    elif np.any(bad):  # order 0 (the circle), where ive fails at large x: Hankel's expansion
+        out[bad] = x[bad] - 0.5 * np.log(2 * np.pi * x[bad]) + np.log1p(1 / (8 * x[bad]))
     return out
 
 

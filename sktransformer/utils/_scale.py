@@ -14,7 +14,7 @@ from ._device import share
 _NUMPY_MAX = 1 << 17
 
 
-def check_squared_scale(X, *, name="X", fit=False):
+def check_squared_scale(X, *, name="X", fit=False, n_samples=None):
     """Raise ``ValueError`` when sums of squared differences of X's rows may overflow, or
     with ``fit``, when even the largest value's square underflows.
 
@@ -43,8 +43,8 @@ def check_squared_scale(X, *, name="X", fit=False):
         if values.size == 0:
             return
         largest, dtype = max(-float(values.min()), float(values.max())), X.dtype
-    error = squared_scale_error(largest, X.shape[0], X.shape[-1], dtype, name=name,
-                                underflow=fit)
+    error = squared_scale_error(largest, X.shape[0] if n_samples is None else n_samples,
+                                X.shape[-1], dtype, name=name, underflow=fit)
     if error:
         raise ValueError(error)
 
