@@ -319,3 +319,24 @@ def test_spherical_scores_are_finite_on_repeated_points(d):
     single = rng.normal(size=(20, d))  # (k = n: every cluster one point)
     km = SphericalTransformerKMeans(20, random_state=0).fit(single)
     assert np.isfinite(km.score(single)) and np.isfinite(km.bic(single))
+
+
+def test_shapes_that_would_allocate_too_much_are_a_clear_error():
+    import resource
+
+    from sktransformer import KNNAttentionRegressor
+
+    rng = np.random.default_rng(0)
+    wide = sp.csr_matrix((np.ones(200), (rng.integers(0, 100, 200),
+                                         rng.integers(0, 2**31, 200))), shape=(100, 2**31))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match=r"X.shape\[1\]=2147483648 would allocate .* fewer "
+                                         r"features"):
+        TransformerKMeans(3).fit(wide)
+    with pytest.raises(ValueError, match=r"X.shape\[1\]=2147483648 would allocate"):
+        TransformerKMeans(3).partial_fit(wide)
+    with pytest.raises(ValueError, match="n_components=1000000 would allocate"):
+        KNNAttentionRegressor(n_components=10**6).fit(rng.normal(size=(60, 3)),
+                                                      rng.normal(size=60))
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # (KiB on Linux)
+    assert grown < 256 << 10

@@ -27,6 +27,7 @@ from ..utils import (
     Interval,
     StrOptions,
     as_numpy,
+    check_allocation,
     check_data,
     check_squared_scale,
     fit_context,
@@ -105,6 +106,14 @@ def check_sample_weight(sample_weight, n_samples, dtype):
         raise ValueError("sample_weight sums to infinity: rescale the weights (k-means does "
                          "not depend on their scale, only on their ratios).")
     return sample_weight
+
+
+def check_sparse_width(X, n_clusters):
+    """The dense rows a fit on sparse X makes (the centers, their sums and the column
+    means: ``n_clusters + 3`` of X's width), checked before they are allocated."""
+    check_allocation("X.shape[1]", X.shape[1], 8 * (n_clusters + 3) * X.shape[1],
+                     fix="select fewer features (a smaller vocabulary, say) or pass fewer "
+                         "clusters")
 
 
 def _checked_for_fit(estimator, X, variance):
@@ -342,6 +351,8 @@ class BaseCircuitClustering(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         X = check_data(self, X, reset=True, accept_sparse=True, finite=False)
         found = _checked_for_fit(self, X, variance=self._tol(1.0) != 0)
         n_samples = X.shape[0]
+        if sp.issparse(X):
+            check_sparse_width(X, self.n_clusters)
         if n_samples < self.n_clusters:
             raise ValueError(
                 f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}."

@@ -41,6 +41,7 @@ from ._base import (
     MIXTURE_ATTRIBUTES,
     BaseCircuitClustering,
     check_sample_weight,
+    check_sparse_width,
 )
 from ._circuit import CIRCUIT_ATTENTIONS, KMeansCircuit
 from ._elliptical import FULL_MAX_ENTRIES, FULL_MAX_FEATURES, EllipticalMixture
@@ -395,6 +396,8 @@ default="k-means++"
         space = output_space(X)
         X = check_data(self, X, reset=first, accept_sparse=True)
         check_squared_scale(X)
+        if sp.issparse(X):
+            check_sparse_width(X, self.n_clusters)
         if self.weights is not None:
             raise ValueError("partial_fit runs the exact circuit; learned weights (weights="
                              f"{self.weights!r}) are applied by fit only.")

@@ -1,12 +1,13 @@
 """One estimate before a parameter sizes a tensor: a typo (``n_candidates=10**9``) is an
 error that names the parameter, raised before anything is allocated."""
 
-LIMIT_BYTES = 2 << 30  # what a parameter may make one fit allocate: 2 GiB
+LIMIT_BYTES = 1 << 30  # what a parameter or input shape may make one fit allocate: 1 GiB
 
 
-def check_allocation(name, value, n_bytes, *, limit=LIMIT_BYTES):
+def check_allocation(name, value, n_bytes, *, limit=LIMIT_BYTES, fix=None):
     """Raise a ValueError naming ``name`` when the ``n_bytes`` that ``name=value`` implies
-    exceed ``limit``."""
+    exceed ``limit`` (``name`` may be an input's dimension, ``fix`` then says what to
+    do)."""
     if n_bytes > limit:
         raise ValueError(f"{name}={value} would allocate about {n_bytes / 2**30:.1f} GiB "
-                         f"(more than {limit / 2**30:.0f} GiB): lower {name}.")
+                         f"(more than {limit / 2**30:.0f} GiB): {fix or f'lower {name}'}.")
