@@ -16,6 +16,7 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sklearn.base import is_classifier, is_regressor
+from sklearn.exceptions import ConvergenceWarning
 
 from sktransformer import SphericalTransformerKMeans, TransformerKMeans
 from sktransformer.cluster import KMeansCircuit
@@ -340,3 +341,46 @@ def test_shapes_that_would_allocate_too_much_are_a_clear_error():
                                                       rng.normal(size=60))
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # (KiB on Linux)
     assert grown < 256 << 10
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_masked_arrays_and_dates_are_clear_errors(cls):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.arange(40) % 2
+    estimator = _instance(cls)
+    if type(estimator).__name__.startswith("Sequence"):
+        pytest.skip("sequence models take token ids, validated as integers")
+    masked = np.ma.masked_array(X, mask=rng.random(X.shape) < 0.1)
+    dates = np.datetime64("2020-01-01") + np.arange(40 * 3).reshape(40, 3).astype(
+        "timedelta64[D]")
+    for bad, named in [(masked, "masked array"), (dates, "dates or durations"),
+                       (dates - dates[0, 0], "dates or durations")]:
+        with pytest.raises(TypeError, match=named):
+            estimator.fit(bad, y)
+
+
+def test_a_prediction_that_would_overflow_names_the_row():
+    X = np.random.default_rng(0).normal(size=(100, 3))
+    km = TransformerKMeans(3, random_state=0).fit(X)
+    batch = X[:5].copy()
+    batch[2, 1] = -1e200
+    for data in (batch, sp.csr_matrix(batch), torch.tensor(batch)):
+        with pytest.raises(ValueError, match="overflow.* in row 2"):
+            km.predict(data)
+    # a mask with nothing masked is an array like any other
+    assert km.predict(np.ma.masked_array(X[:5])).shape == (5,)
+
+
+def test_an_untrained_learned_layer_warns():
+    from sktransformer.cluster import LearnedKMeansLayer
+
+    X = np.random.default_rng(0).normal(size=(200, 4))
+    with pytest.warns(UserWarning, match="still its random initialization"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (what its centers then do)
+        try:
+            TransformerKMeans(3, weights=LearnedKMeansLayer(4, 3), max_iter=3,
+                              random_state=0).fit(X)
+        except ValueError:  # (its centers may also overflow: a clear error of its own)
+            pass

@@ -113,6 +113,18 @@ class LearnedKMeansLayer(torch.nn.Module):
                 b = (torch.rand(D, generator=generator) * 2 - 1) * bound
                 self.weight[f"{block}_{name}"] = torch.nn.Parameter(w)
                 self.weight[f"{block}_{name}_bias"] = torch.nn.Parameter(b)
+        self._initial = self.fingerprint()
+
+    def fingerprint(self):
+        """A number that changes with any parameter: whether the layer is still its random
+        initialization (never trained nor loaded)."""
+        with torch.no_grad():
+            return float(sum(p.double().square().sum() + p.double().sum()
+                             for p in self.parameters()))
+
+    @property
+    def untrained(self):
+        return self.fingerprint() == getattr(self, "_initial", None)
 
     @property
     def width(self):
@@ -358,6 +370,10 @@ def run_learned(layer, points, centers, *, max_iter, tol, verbose=0, runner=None
     """
     from . import _lloyd
 
+    if layer.untrained:
+        warnings.warn("The learned layer (weights=...) is still its random initialization: "
+                      "its centers mean nothing. Train it first (LayerTrainer, or "
+                      "weights='learned' for the shipped one).", UserWarning, stacklevel=4)
     X, shift = points.X, points.shift
     runner = runner or _lloyd._SERIAL
     start = float(_lloyd.assign(points, centers, runner=runner)[1].sum())

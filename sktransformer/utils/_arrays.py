@@ -91,6 +91,7 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X", finite=Tru
         2-D, finite, float32 or float64.
     """
     if not is_tensor(X):
+        _reject_unmeasured(X, name)
         X = validate_data(estimator, X, dtype=FLOAT_DTYPES, order="C",
                           accept_sparse="csr" if accept_sparse else False, reset=reset,
                           ensure_all_finite=finite)
@@ -117,12 +118,28 @@ def check_data(estimator, X, *, reset, accept_sparse=False, name="X", finite=Tru
     return t.contiguous()
 
 
+def _reject_unmeasured(X, name):
+    """Masked arrays (whose masked entries NumPy's conversion would silently keep) and
+    dates or durations (whose conversion to float is an arbitrary unit) are errors."""
+    if isinstance(X, np.ma.MaskedArray) and np.ma.getmaskarray(X).any():
+        raise TypeError(f"{name} is a masked array: its masked entries would be used as "
+                        f"numbers. Drop or impute them first, e.g. {name}.filled(value) or "
+                        f"sklearn.impute.SimpleImputer on {name}.filled(np.nan).")
+    kinds = [np.dtype(t).kind for t in getattr(X, "dtypes", [getattr(X, "dtype", None)])
+             if t is not None]
+    if any(kind in "mM" for kind in kinds):
+        raise TypeError(f"{name} holds dates or durations (datetime64 or timedelta64): "
+                        f"convert them to numbers in a unit of your choice first, e.g. "
+                        f"({name} - start) / np.timedelta64(1, 'D').")
+
+
 def check_data_and_target(estimator, X, y, *, multi_output=False, y_numeric=False):
     """:func:`check_data` for X (reset) and scikit-learn's checks of y.
 
     y, small next to X, is checked on the host (a tensor y is copied there).
     """
     if not is_tensor(X):
+        _reject_unmeasured(X, "X")
         return validate_data(estimator, X, as_numpy(y), dtype=FLOAT_DTYPES,
                              multi_output=multi_output, y_numeric=y_numeric)
     X = check_data(estimator, X, reset=True)

@@ -46,7 +46,17 @@ def check_squared_scale(X, *, name="X", fit=False, n_samples=None):
     error = squared_scale_error(largest, X.shape[0] if n_samples is None else n_samples,
                                 X.shape[-1], dtype, name=name, underflow=fit)
     if error:
-        raise ValueError(error)
+        raise ValueError(f"{error} The largest magnitude is in row {_row_of_largest(X)}.")
+
+
+def _row_of_largest(X):
+    """The row of X's entry of largest magnitude (X 2-D: numpy, CSR or a tensor)."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        return int(np.searchsorted(X.indptr, np.argmax(np.abs(X.data)), side="right") - 1)
+    if isinstance(X, torch.Tensor):
+        return int(torch.argmax(X.abs().reshape(-1))) // max(1, X.shape[-1])
+    return int(np.argmax(np.abs(X))) // max(1, X.shape[-1])
 
 
 def squared_scale_error(largest, n_samples, n_features, dtype, *, name="X",
