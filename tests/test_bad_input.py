@@ -384,3 +384,14 @@ def test_an_untrained_learned_layer_warns():
                               random_state=0).fit(X)
         except ValueError:  # (its centers may also overflow: a clear error of its own)
             pass
+
+
+def test_kmedoids_warns_when_max_iter_stops_moving_medoids():
+    from sktransformer import TransformerKMedoids
+
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    with pytest.warns(ConvergenceWarning, match="Maximum number of iterations"):
+        TransformerKMedoids(8, max_iter=1, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert TransformerKMedoids(8, random_state=0).fit(X).n_iter_ < 300

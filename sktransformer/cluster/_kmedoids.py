@@ -1,9 +1,11 @@
 """K-medoids: the center update is arg-max (or Gumbel-max) attention onto a data point."""
 
+import warnings
 from numbers import Real
 
 import numpy as np
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from ..utils import Interval, StrOptions, as_numpy, to_numpy
 from . import _likelihood, _lloyd
@@ -43,6 +45,9 @@ class TransformerKMedoids(BaseCircuitClustering):
         ``n_clusters`` points of least total cost to all points (scikit-learn-extra's
         ``"heuristic"``, ``O(n^2)`` for ``"euclidean"``); or centers (an array, or a
         callable ``init(X, n_clusters, random_state)``) each replaced by its nearest point.
+        An array of another length than ``n_clusters`` is an error, where
+        scikit-learn-extra warns and fits as many medoids as it has rows: a fit that
+        quietly changed ``n_clusters`` would change what a grid search over it compares.
     n_init : "auto" or int, default="auto"
         Number of initializations; the lowest inertia wins. ``"auto"``: 10 for
         ``"random"`` and a callable, 1 otherwise.
@@ -111,6 +116,17 @@ class TransformerKMedoids(BaseCircuitClustering):
         self.batch_size = batch_size
 
     _array_attributes = ("cluster_centers_", "labels_", "medoid_indices_") + MIXTURE_ATTRIBUTES
+
+    def fit(self, X, y=None, sample_weight=None):
+        super().fit(X, y, sample_weight)
+        if self.n_iter_ >= self.max_iter:  # (as scikit-learn-extra's KMedoids)
+            warnings.warn(f"Maximum number of iterations ({self.max_iter}) reached before "
+                          f"the medoids stopped moving; increase max_iter to improve the "
+                          f"fit.", ConvergenceWarning, stacklevel=2)
+        return self
+
+    fit.__doc__ = BaseCircuitClustering.fit.__doc__
+
     def _tol(self, mean_variance):
         return 0.0  # stop when no medoid moves
 
