@@ -1,5 +1,7 @@
 """The calls into the compiled Lloyd loop (:mod:`._lloyd`) from the torch-held points."""
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -223,8 +225,16 @@ def summary(X, variance=True):
     loops = _LOOPS.get()
     if loops is None or X.dtype not in (np.float32, np.float64) or X.shape[0] == 0:
         return None
-    mean, mean_var, largest = loops["moments"](np.ascontiguousarray(X), variance,
-                                               _threads(X.shape[0]))
+    moments, args = loops["moments"], (np.ascontiguousarray(X), variance, _threads(X.shape[0]))
+    if moments.signatures:
+        mean, mean_var, largest = moments(*args)
+    else:  # (its first compile: numba warns that parallel=True made no parallel loop of
+        # an inner function it compiles with the flag; the prange runs in parallel)
+        import numba
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", numba.NumbaPerformanceWarning)
+            mean, mean_var, largest = moments(*args)
     return mean, float(mean_var), float(largest)
 
 
