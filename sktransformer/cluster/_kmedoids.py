@@ -119,7 +119,9 @@ class TransformerKMedoids(BaseCircuitClustering):
 
     def fit(self, X, y=None, sample_weight=None):
         super().fit(X, y, sample_weight)
-        if self.n_iter_ >= self.max_iter:  # (as scikit-learn-extra's KMedoids)
+        # (as scikit-learn-extra's KMedoids; a temperature's draws move the medoids at every
+        # layer by design)
+        if self.temperature is None and self.n_iter_ >= self.max_iter:
             warnings.warn(f"Maximum number of iterations ({self.max_iter}) reached before "
                           f"the medoids stopped moving; increase max_iter to improve the "
                           f"fit.", ConvergenceWarning, stacklevel=2)

@@ -192,6 +192,7 @@ def test_bic_and_aic(blobs):
     assert km.aic(blobs) == pytest.approx(-2 * km.score(blobs) * n + 2 * p)
 
 
+@pytest.mark.filterwarnings("ignore:Maximum number of iterations")  # (max_iter cut)
 @pytest.mark.parametrize("make", [
     lambda: SphericalTransformerKMeans(4, random_state=0, device="cpu"),
     lambda: TrimmedTransformerKMeans(4, random_state=0, device="cpu"),

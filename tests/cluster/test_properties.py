@@ -116,6 +116,7 @@ def test_variants_ignore_the_row_order(p, name):
     _same_up_to_label_order(a.labels_, c.labels_)
 
 
+@pytest.mark.filterwarnings("ignore:Maximum number of iterations")  # (max_iter cut)
 @settings(max_examples=40, deadline=None)
 @given(problems, st.sampled_from(HARD))
 def test_hard_variant_objective_never_increases(p, name):
