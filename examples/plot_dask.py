@@ -30,14 +30,17 @@ with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
     inertias = []
     for block in X_dask.blocks:  # what Incremental does, one block at a time
         streamed.partial_fit(block.compute())
-        inertias.append(-streamed.score(X))
+        inertias.append(streamed.inertia(X))
     incremental = Incremental(TransformerKMeans(6, random_state=0, device="cpu"),
                               shuffle_blocks=False)
     incremental.fit(X_dask)
     full = TransformerKMeans(6, random_state=0, device="cpu").fit(X)
 
+incremental_inertia = incremental.estimator_.inertia(X)
 print(f"inertia: streamed {inertias[-1]:.0f}, dask-ml Incremental "
-      f"{-incremental.estimator_.score(X):.0f}, in memory {full.inertia_:.0f}")
+      f"{incremental_inertia:.0f}, in memory {full.inertia_:.0f}")
+# what the text says: one pass of streamed blocks ends near the fit in memory
+assert inertias[-1] <= 1.1 * full.inertia_ and incremental_inertia <= 1.1 * full.inertia_
 fig, ax = plt.subplots(figsize=(6, 4))
 ax.plot(np.arange(1, len(inertias) + 1), inertias, "o-", label="partial_fit, block by block")
 ax.axhline(full.inertia_, color="k", ls="--", label="fit on the whole array")
