@@ -286,8 +286,10 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
             + (4 * N if y is not None else 0)))
         Xt = to_tensor(X, device, dtype=dtype)
         self.gamma_ = resolve_gamma(self.gamma, Xt)
-        U, b = initial_particles(self.kernel, N,
-                                 X.shape[1], gamma=0.5, generator=generator, dtype=dtype)
+        # (drawn in float64 whatever X's dtype: torch's draws differ from one dtype to the
+        # other, and the same random_state gives the same start for float32 and float64 X)
+        U, b = (v.to(dtype) for v in initial_particles(
+            self.kernel, N, X.shape[1], gamma=0.5, generator=generator, dtype=torch.float64))
         base = math.sqrt(2 * self.gamma_) if self.kernel in ("rff", "rff_cossin") else 1.0
         self.scale_, self.best_iter_, self.history_ = 1.0, 0, {}
         if y is not None:

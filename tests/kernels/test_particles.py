@@ -473,3 +473,16 @@ def test_importance_scores_are_chunked(monkeypatch):
     chunked = ImportanceSampledRFF(16, random_state=0).fit(X, y)
     np.testing.assert_allclose(chunked.weights_, whole.weights_, rtol=1e-10)
     np.testing.assert_array_equal(chunked.particles_, whole.particles_)
+
+
+def test_float32_and_float64_data_start_from_the_same_particles():
+    from sktransformer import ParticleKernelSampler
+
+    X, y = load_iris(return_X_y=True)
+    fits = [ParticleKernelSampler(n_components=16, random_state=0, n_iter=20)
+            .fit(X.astype(dtype), y) for dtype in (np.float64, np.float32)]
+    # the same draws; the dynamics then see X rounded to float32 (they were 2.9 apart)
+    assert np.abs(fits[0].particles_ - fits[1].particles_.astype(np.float64)).max() < 0.1
+    start = [ParticleKernelSampler(n_components=16, random_state=0, n_iter=0)
+             .fit(X.astype(dtype), y) for dtype in (np.float64, np.float32)]
+    np.testing.assert_allclose(start[0].particles_, start[1].particles_, rtol=1e-6, atol=1e-6)
