@@ -143,6 +143,10 @@ class ImportanceSampledRFF(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tra
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Dense: a sparse matrix is an error, where ``RBFSampler`` takes one. The
+            candidates are scored on a dense float64 copy of X, so a sparse X would be
+            densified whole: densify it yourself (``X.toarray()``) where it fits, or
+            reduce it first (``TruncatedSVD`` for TF-IDF).
         y : array-like of shape (n_samples,)
 
         Returns

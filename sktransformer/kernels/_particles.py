@@ -256,6 +256,11 @@ class ParticleKernelSampler(ArrayAPISupport, ClassNamePrefixFeaturesOutMixin, Tr
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Dense: a sparse matrix is an error, where ``RBFSampler`` takes one. The
+            dynamics run on a dense copy of X (its rows centered by their mean for
+            ``"rff"``), so a sparse X would be densified whole: densify it yourself
+            (``X.toarray()``) where it fits, or reduce it first (``TruncatedSVD`` for
+            TF-IDF).
         y : array-like of shape (n_samples,) or None
             Class labels (two or more classes). ``None``: RBFSampler's fixed features.
 
