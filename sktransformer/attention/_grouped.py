@@ -305,7 +305,8 @@ def keep_incumbent(scores, groups, best, chosen, incumbent, *, rtol=0.0):
         scores, groups, best, chosen, incumbent = (
             t.numpy() for t in (scores, groups, best, chosen, incumbent))
         safe = np.maximum(incumbent, 0)
-        close = scores[safe] >= best - rtol * np.abs(best)
+        with np.errstate(invalid="ignore"):  # (an empty group's best is -inf: not close)
+            close = scores[safe] >= best - rtol * np.abs(best)
         keep = (incumbent >= 0) & (groups[safe] == np.arange(len(best))) & close
         return torch.from_numpy(np.where(keep, incumbent, chosen))
     safe = incumbent.clamp(min=0)

@@ -465,7 +465,8 @@ def test_get_circuit_returns_the_learned_layer():
 def test_a_layer_that_makes_the_clustering_worse_is_reported():
     X, _ = make_gmm_tasks(1, n_samples=200, n_features=4, n_clusters=3, random_state=0)
     untrained = LearnedKMeansLayer(4, 3, generator=torch.Generator().manual_seed(0))
-    with pytest.warns(ConvergenceWarning, match="learned layer made the clustering worse"):
+    with pytest.warns(ConvergenceWarning, match="learned layer made the clustering worse"), \
+            pytest.warns(UserWarning, match="still its random initialization"):
         TransformerKMeans(3, weights=untrained, device="cpu", random_state=0,
                           max_iter=5).fit(X[0])
     # the exact circuit as a layer: Lloyd's, which never raises the inertia
