@@ -480,13 +480,15 @@ default="k-means++"
     @property
     def mixture_(self):
         check_is_fitted(self, "cluster_centers_")
-        pending = self.__dict__.pop("_mixture_rows", None)
-        if pending is not None:
+        pending = self.__dict__.get("_mixture_rows")
+        if pending is not None:  # (the rows are dropped once the mixture is set: a thread
+            # scoring meanwhile fits it too, never falls back to the isotropic one)
             X, labels, w = pending
             k, d = self.n_clusters_, X.shape[1]
             kind = "full" if d <= FULL_MAX_FEATURES and k * d * d <= FULL_MAX_ENTRIES else "diag"
             with one_blas_thread():  # (a product per cluster, each small)
                 self._mixture = EllipticalMixture(kind).fit(X, labels, k, sample_weight=w)
+            self.__dict__.pop("_mixture_rows", None)
         return self.__dict__.get("_mixture")
 
     def __getstate__(self):

@@ -228,8 +228,7 @@ class KNNAttentionRegressor(ArrayAPISupport, RegressorMixin, BaseEstimator):
         d = X.shape[1]
         p = self.n_components or d
         # the projection, its gradient and Adam's moments, and the projected points with
-        # their autograd intermediates (measured: 3.4-4.2 KB a component at 60 rows, 3-20
-        # features, float64)
+        # their autograd intermediates (the peak resident memory of small fits, measured)
         check_allocation("n_components", p, dtype.itemsize * p * (6 * d + 8 * len(X)))
         P = torch.eye(d, p, dtype=dtype, device=device)
         if p != d:

@@ -318,3 +318,13 @@ def test_the_mixture_weighs_rows_as_repeats():
     np.testing.assert_allclose(weighted.covariances_, repeated.covariances_, rtol=1e-9)
     np.testing.assert_allclose(weighted.means_, repeated.means_, rtol=1e-9)
     assert weighted.profile_ == repeated.profile_
+
+
+def test_threads_scoring_one_model_at_once_agree(blobs):
+    from concurrent.futures import ThreadPoolExecutor
+
+    expected = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs).score(blobs)
+    km = TransformerKMeans(4, random_state=0, device="cpu").fit(blobs)  # (mixture not yet fitted)
+    with ThreadPoolExecutor(4) as pool:
+        scores = list(pool.map(lambda _: km.score(blobs), range(8)))
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)
