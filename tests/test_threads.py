@@ -32,3 +32,29 @@ def test_a_fit_restores_the_thread_count():
     before = torch.get_num_threads()
     TransformerKMeans(3, random_state=0, device="cpu", batch_size=16).fit(X)
     assert torch.get_num_threads() == before
+
+
+def test_threads_fit_at_once_under_numbas_workqueue_layer():
+    # that layer aborts the process when two threads launch parallel loops at once: the
+    # loops of threads other than the main one run serially there
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np
+from concurrent.futures import ThreadPoolExecutor
+from sktransformer import TransformerKMeans
+X = np.random.default_rng(0).normal(size=(40000, 16))
+fit = lambda s: TransformerKMeans(8, random_state=s).fit(X).inertia_
+with ThreadPoolExecutor(2) as pool:
+    together = list(pool.map(fit, range(4)))
+alone = [fit(s) for s in range(4)]
+import numba
+assert numba.threading_layer() == "workqueue"
+print(np.allclose(together, alone, rtol=1e-9))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "NUMBA_THREADING_LAYER": "workqueue"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "True"

@@ -1,5 +1,6 @@
 """The calls into the compiled Lloyd loop (:mod:`._lloyd`) from the torch-held points."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -89,12 +90,23 @@ def use_bounds(points, algorithm):
     return "adaptive"
 
 
+def _serial_layer(numba):
+    """Whether numba's threading layer takes parallel loops from one thread at a time
+    (``workqueue``: another thread's launch aborts the process)."""
+    try:
+        return numba.threading_layer() == "workqueue"
+    except ValueError:  # (no loop launched yet: the layer the configuration asks for)
+        return numba.config.THREADING_LAYER == "workqueue"
+
+
 def _threads(n_samples):
     """Threads for a pass over ``n_samples`` rows: within numba's and torch's counts (see
     :func:`~sktransformer.utils.thread_budget`: OMP_NUM_THREADS, threadpoolctl's limits
     and a joblib worker's share are followed), and ``_ROWS_PER_THREAD`` rows each."""
     import numba  # (built: numba is there)
 
+    if _serial_layer(numba) and threading.current_thread() is not threading.main_thread():
+        return 1  # (one thread's loops on the team at a time: the others' run serially)
     budget, torch_threads = thread_budget(), torch.get_num_threads()
     most = numba.get_num_threads()
     if torch.get_num_threads() != torch_threads:
