@@ -51,6 +51,9 @@ from ._encoder import SequenceEncoder, build, masked_mean, training_bytes
 
 _STARTED = 0.01  # nats below the class frequencies' loss: the model has started learning
 
+# what a model may take to train (the sequences' length sizes it, not only a typo): 2 GiB
+TRAINING_LIMIT_BYTES = 2 << 30
+
 
 def _prior_loss(train, val, n_classes):
     """The validation cross-entropy of predicting the training rows' class frequencies."""
@@ -287,7 +290,8 @@ class SequenceAttentionClassifier(ArrayAPISupport, ClassifierMixin, BaseEstimato
         defaults = inspect.signature(type(self)).parameters
         name = max(sizes, key=lambda k: sizes[k] / defaults[k].default)
         check_allocation(name, sizes[name], training_bytes(
-            **self._model_config, batch_size=min(self.batch_size, n_samples)))
+            **self._model_config, batch_size=min(self.batch_size, n_samples)),
+            limit=TRAINING_LIMIT_BYTES)
 
     def _inputs(self, X, device, reset):
         """Validated X as model inputs: (tokens long (n, L) or floats (n, L, d), mask)."""

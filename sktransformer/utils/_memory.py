@@ -1,7 +1,7 @@
 """One estimate before a parameter sizes a tensor: a typo (``n_candidates=10**9``) is an
 error that names the parameter, raised before anything is allocated."""
 
-LIMIT_BYTES = 1 << 30  # what a parameter or input shape may make one fit allocate: 1 GiB
+LIMIT_BYTES = 10**9  # what a parameter or input shape may make one fit allocate: 1 GB
 
 
 def check_allocation(name, value, n_bytes, *, limit=LIMIT_BYTES, fix=None):
@@ -10,4 +10,4 @@ def check_allocation(name, value, n_bytes, *, limit=LIMIT_BYTES, fix=None):
     do)."""
     if n_bytes > limit:
         raise ValueError(f"{name}={value} would allocate about {n_bytes / 2**30:.1f} GiB "
-                         f"(more than {limit / 2**30:.0f} GiB): {fix or f'lower {name}'}.")
+                         f"(more than {limit / 1e9:.0f} GB): {fix or f'lower {name}'}.")
