@@ -25,6 +25,8 @@ Functions take and return NumPy float64 arrays.
 import numpy as np
 from scipy.special import gammaln
 
+from ._likelihood import log_sum_exp
+
 # the covariances are full up to this many features and k d^2 entries, else diagonal: wider
 # clusters seldom have the members for d^2 / 2 correlations, and their products outweigh
 # the fit
@@ -99,15 +101,6 @@ def _segment_sums(values, bounds, w=None):
         out[filled] = np.add.reduceat(values if w is None else values * w[:, None],
                                       bounds[filled], axis=0)
     return out
-
-
-def _log_sum_exp(terms):
-    """``log(sum(exp(terms), axis=1))`` (scipy's ``logsumexp`` spends more on its array-API
-    dispatch than on a few thousand rows)."""
-    top = terms.max(axis=1, keepdims=True)
-    top[~np.isfinite(top)] = 0
-    with np.errstate(divide="ignore"):
-        return np.log(np.exp(terms - top).sum(axis=1)) + top[:, 0]
 
 
 class EllipticalMixture:
@@ -263,7 +256,7 @@ class EllipticalMixture:
             x = X[start:start + rows]
             terms = log_w + component_log_density(family, shape, d, self._mahalanobis(x),
                                                   self._log_det)
-            ll = _log_sum_exp(terms)
+            ll = log_sum_exp(terms)
             eps = self.background_weight_
             if eps > 0:
                 low, high = self.box_
